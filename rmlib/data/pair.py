@@ -1,0 +1,143 @@
+"""The judged pair: one record type shared by every loader, prompt, store and metric.
+
+A `Pair` is a conversation context (role/content messages, the last one the user's query) and two
+candidate responses, with the human label (1 or 2: which response is better). `order` says whether
+the responses are in the benchmark's given order or swapped; `id` names the underlying comparison,
+so both orders of one pair share it and metrics can line them up.
+"""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+from collections.abc import Iterable
+from dataclasses import dataclass, field, replace
+from typing import Any, Literal
+
+Order = Literal["given", "swapped"]
+OnError = Literal["raise", "skip"]
+
+
+@dataclass(frozen=True)
+class Pair:
+    id: str
+    source: str
+    subset: str
+    context: tuple[dict[str, str], ...]
+    response1: str
+    response2: str
+    label: int
+    meta: dict[str, Any] = field(default_factory=dict, compare=False, hash=False)
+    order: Order = "given"
+
+    def __post_init__(self) -> None:
+        if self.label not in (1, 2):
+            raise ValueError(f"pair {self.id}: label must be 1 or 2, got {self.label!r}")
+        if not self.context or self.context[-1].get("role") != "user":
+            raise ValueError(f"pair {self.id}: context must end with a user message")
+
+    @property
+    def query(self) -> str:
+        """The final user turn."""
+        return self.context[-1]["content"]
+
+    @property
+    def key(self) -> str:
+        """Identity of this pair in this order (`id` plus order), unique within a source."""
+        return f"{self.source}:{self.id}:{self.order}"
+
+    def swapped(self) -> Pair:
+        """The same comparison with the responses exchanged (label follows the better one)."""
+        return replace(
+            self,
+            response1=self.response2,
+            response2=self.response1,
+            label=3 - self.label,
+            order="swapped" if self.order == "given" else "given",
+        )
+
+    def to_row(self) -> dict[str, Any]:
+        """A flat row for parquet/jsonl tables (context and meta as JSON strings)."""
+        return {
+            "key": self.key,
+            "id": self.id,
+            "source": self.source,
+            "subset": self.subset,
+            "order": self.order,
+            "context": json.dumps(list(self.context), ensure_ascii=False),
+            "response1": self.response1,
+            "response2": self.response2,
+            "label": self.label,
+            "meta": json.dumps(self.meta, ensure_ascii=False, default=str),
+        }
+
+    @classmethod
+    def from_row(cls, row: dict[str, Any]) -> Pair:
+        return cls(
+            id=str(row["id"]),
+            source=row["source"],
+            subset=row["subset"],
+            context=tuple(json.loads(row["context"])),
+            response1=row["response1"],
+            response2=row["response2"],
+            label=int(row["label"]),
+            meta=json.loads(row["meta"]) if row.get("meta") else {},
+            order=row.get("order", "given"),
+        )
+
+
+def both_orders(pairs: Iterable[Pair]) -> list[Pair]:
+    """Each pair followed by its swapped twin (the paper's positional-consistency protocol)."""
+    out: list[Pair] = []
+    for p in pairs:
+        out.extend((p, p.swapped()))
+    return out
+
+
+class DataError(ValueError):
+    """Bad input, located: file, row (0-based record index) and field."""
+
+    def __init__(self, file: str, row: int | None, field: str | None, reason: str, kind: str):
+        self.file, self.row, self.field, self.reason, self.kind = file, row, field, reason, kind
+        where = file
+        if row is not None:
+            where += f", row {row}"
+        if field is not None:
+            where += f", field '{field}'"
+        super().__init__(f"{where}: {reason}")
+
+
+@dataclass
+class LoadResult:
+    """What a loader returns: the pairs, plus everything it did not turn into a pair, counted.
+
+    `skipped` counts bad rows by reason (only with on_error="skip"); `dropped` counts rows left out
+    by a documented rule (e.g. ties in HelpSteer3/PPE). Nothing leaves a loader uncounted.
+    """
+
+    source: str
+    path: str
+    split: str | None
+    pairs: list[Pair]
+    skipped: Counter[str] = field(default_factory=Counter)
+    dropped: Counter[str] = field(default_factory=Counter)
+    n_rows: int = 0
+
+    def stats(self) -> dict[str, Any]:
+        """The summary `rmlib data stats` prints."""
+        n = len(self.pairs)
+        subsets = Counter(p.subset for p in self.pairs)
+        ones = sum(p.label == 1 for p in self.pairs)
+        return {
+            "source": self.source,
+            "path": self.path,
+            "split": self.split,
+            "n_rows": self.n_rows,
+            "n_pairs": n,
+            "subsets": dict(sorted(subsets.items())),
+            "label_balance": {"response1_better": ones, "share": round(ones / n, 4) if n else None},
+            "n_skipped": sum(self.skipped.values()),
+            "skipped_reasons": dict(self.skipped),
+            "n_dropped": sum(self.dropped.values()),
+            "dropped_reasons": dict(self.dropped),
+        }
