@@ -1,0 +1,350 @@
+"""The two judgment prompts (Pref., Refl.), their rendering, and the context-budget policy.
+
+The paper's wording is unpublished (method.md §1); these prompts are ours, versioned by
+`PROMPT_VERSION`. Both tasks use the same output format, parsed by `rmlib.verdict`:
+`<Analysis>…</Analysis>` then `<Result>Response 1 is better than Response 2</Result>` (or the
+reverse; "Critique" for the reflection task), never a tie.
+
+Layout, for speed: everything that depends only on the pair (task instructions, Context, the two
+responses) comes first and the critiques after, so all reflection prompts of one pair share a long
+token prefix whose KV cache a backend can reuse (method.md §4). The closing output-format
+instructions are fixed text and come last.
+
+Context budget (`PromptBudget`): a prompt is rendered through the chat template and counted in
+tokens of the rendered text (`add_special_tokens=False`: the template already holds the special
+tokens; backends must tokenize prompts the same way). If it exceeds `max_prompt_tokens`, policy
+`"drop_turns_then_cut_end"` (default) applies, in this order:
+
+1. drop the oldest earlier conversation turns, one at a time, until it fits or none are left
+   (a visible line says how many were omitted);
+2. cut the responses (and, in the reflection task, the critiques) from their END, each by a number
+   of tokens proportional to its length, each cut marked with a visible `[… truncated …]`; every
+   cut text keeps at least `min_keep_tokens` tokens (or all of it, if shorter);
+3. the final user query and the instructions are never cut: if the prompt still cannot fit,
+   `PromptTooLongError` is raised.
+
+Policy `"error"` never truncates and raises at once. `Prompt.truncated` and `Prompt.cut` record
+what was done, so callers can count truncated prompts. Note: truncation depends on the critiques'
+lengths, so truncated reflection prompts of one pair may not share their prefix.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field, replace
+from math import ceil
+from typing import Any, Literal
+
+from rmlib.data.pair import Pair
+from rmlib.verdict import analysis_text, result_sentence
+
+PROMPT_VERSION = "reflectrm-v1"
+TRUNCATION_MARKER = "[… truncated …]"
+POLICIES: dict[str, str] = {
+    "drop_turns_then_cut_end": (
+        "drop oldest earlier turns, then cut responses/critiques from the end in proportion to "
+        "their length (marked), never the final query or instructions; raise if still too long"
+    ),
+    "error": "never truncate; raise PromptTooLongError when over budget",
+}
+Task = Literal["pref", "refl"]
+Messages = list[dict[str, str]]
+
+_PREF_TASK = (
+    "You are an impartial judge. Read the context and the two responses to the final user query, "
+    "and decide which response is better: more correct, helpful, honest and harmless, and more "
+    "faithful to the user's instructions. Ignore the order and the length of the responses."
+)
+_REFL_TASK = (
+    "You are an impartial judge of evaluations. Read the context, the two responses to the final "
+    "user query, and two critiques: independent evaluations of which response is better. Decide "
+    "which critique is the more reliable evaluation: more accurate in its reasoning and more "
+    "likely right about which response is better."
+)
+_ROLE_LABELS = {"user": "User", "assistant": "Assistant", "system": "System"}
+
+
+@dataclass(frozen=True)
+class PromptBudget:
+    """How long a rendered prompt may be, and what to cut when it is longer (module docstring).
+
+    max_prompt_tokens: limit on the rendered prompt's tokens (paper/ConsistRM: 4096).
+    policy: a key of POLICIES; default "drop_turns_then_cut_end".
+    min_keep_tokens: a cut response/critique keeps at least this many tokens (default 16), so a
+        judged text never vanishes entirely.
+    """
+
+    max_prompt_tokens: int = 4096
+    policy: str = "drop_turns_then_cut_end"
+    min_keep_tokens: int = 16
+
+    def __post_init__(self) -> None:
+        if self.policy not in POLICIES:
+            raise ValueError(
+                f"unknown prompt budget policy {self.policy!r}; one of {list(POLICIES)}"
+            )
+        if self.max_prompt_tokens < 1 or self.min_keep_tokens < 0:
+            raise ValueError("max_prompt_tokens must be >= 1 and min_keep_tokens >= 0")
+
+
+@dataclass(frozen=True)
+class Prompt:
+    """A rendered prompt, its token count, and what the budget policy cut.
+
+    `cut` is empty when nothing was cut; else it may hold `context_turns` (earlier turns dropped),
+    `context_tokens` (tokens those turns took), and for each cut text (`response1`, `response2`,
+    `critique1`, `critique2`) the number of its tokens removed.
+    """
+
+    text: str
+    n_tokens: int
+    truncated: bool
+    cut: dict[str, int] = field(default_factory=dict)
+
+
+class PromptTooLongError(ValueError):
+    """The prompt cannot fit the budget without cutting the query or the instructions."""
+
+
+@dataclass(frozen=True)
+class _Parts:
+    """The variable pieces of a prompt, which the budget policy shrinks."""
+
+    earlier: tuple[dict[str, str], ...]
+    query: str
+    texts: dict[str, str]  # response1, response2[, critique1, critique2]
+    omitted_turns: int = 0
+
+
+_Measure = Callable[[_Parts], tuple[str, int]]  # parts -> (rendered text, its token count)
+
+
+# ---------------------------------------------------------------- message construction
+
+
+def pref_messages(pair: Pair) -> Messages:
+    """Chat messages of the response-preference (Pref.) task for `pair`."""
+    return _messages("pref", _parts(pair))
+
+
+def refl_messages(
+    pair: Pair, critique1: str, critique2: str, *, critique_with_result: bool = False
+) -> Messages:
+    """Chat messages of the analysis-preference (Refl.) task: which critique of `pair` is better.
+
+    critique_with_result (method.md §1 choice, default False): show each critique as its analysis
+    text only (`verdict.analysis_text`); True shows the whole judgment, `<Result>` line included.
+    """
+    return _messages("refl", _parts(pair, critique1, critique2, critique_with_result))
+
+
+def critique_text(judgment: str, *, with_result: bool = False) -> str:
+    """How a judgment is shown as a critique in the reflection task."""
+    return judgment.strip() if with_result else analysis_text(judgment)
+
+
+def _parts(
+    pair: Pair, c1: str | None = None, c2: str | None = None, with_result: bool = False
+) -> _Parts:
+    texts = {"response1": pair.response1, "response2": pair.response2}
+    if c1 is not None and c2 is not None:
+        texts["critique1"] = critique_text(c1, with_result=with_result)
+        texts["critique2"] = critique_text(c2, with_result=with_result)
+    return _Parts(earlier=tuple(pair.context[:-1]), query=pair.query, texts=texts)
+
+
+def _messages(task: Task, parts: _Parts) -> Messages:
+    sections = [
+        _PREF_TASK if task == "pref" else _REFL_TASK,
+        "## Context\n\n" + _context_block(parts),
+        "## Responses for Judgment\n\n" + _candidates("Response", parts, "response"),
+    ]
+    if task == "refl":
+        sections.append(
+            "## Critiques for Judgment\n\n" + _candidates("Critique", parts, "critique")
+        )
+    sections.append(_format_instructions(task))
+    return [{"role": "user", "content": "\n\n".join(sections)}]
+
+
+def _context_block(parts: _Parts) -> str:
+    lines: list[str] = []
+    if parts.earlier or parts.omitted_turns:
+        lines.append("### Earlier conversation")
+        if parts.omitted_turns:
+            lines.append(f"[… {parts.omitted_turns} earlier turn(s) omitted …]")
+        for turn in parts.earlier:
+            label = _ROLE_LABELS.get(turn["role"], turn["role"].capitalize())
+            lines.append(f"{label}: {turn['content'].strip()}")
+    lines.append("### Final user query\n" + parts.query.strip())
+    return "\n\n".join(lines)
+
+
+def _candidates(noun: str, parts: _Parts, key: str) -> str:
+    blocks = []
+    for i in (1, 2):
+        body = parts.texts[f"{key}{i}"].strip() or "(empty)"
+        blocks.append(f"[{noun} {i} begins]\n{body}\n[{noun} {i} ends]")
+    return "\n\n".join(blocks)
+
+
+def _format_instructions(task: Task) -> str:
+    noun = "response" if task == "pref" else "critique"
+    return (
+        "## Output format\n\n"
+        "Write your evaluation inside <Analysis></Analysis>, then your verdict inside "
+        "<Result></Result> as exactly one of:\n"
+        f"<Result>{result_sentence(1, task)}</Result>\n"
+        f"<Result>{result_sentence(2, task)}</Result>\n"
+        f"No ties: choose one {noun}."
+    )
+
+
+def format_judgment(analysis: str, choice: int, task: Task = "pref") -> str:
+    """The exact text of a well-formed judgment (the target of the format warm-up SFT)."""
+    verdict = result_sentence(choice, task)
+    return f"<Analysis>\n{analysis.strip()}\n</Analysis>\n<Result>{verdict}</Result>"
+
+
+# ---------------------------------------------------------------- rendering and counting
+
+
+def render(tokenizer: Any, messages: Messages, *, enable_thinking: bool = False) -> str:
+    """The prompt text through the tokenizer's chat template, ready for generation.
+
+    `enable_thinking=False` is Qwen3's non-thinking mode (its template then opens the assistant
+    turn with an empty think block); templates without that switch (e.g. SmolLM2's) ignore it.
+    """
+    if not getattr(tokenizer, "chat_template", None):
+        raise ValueError(f"tokenizer {type(tokenizer).__name__} has no chat template")
+    return tokenizer.apply_chat_template(
+        messages, tokenize=False, add_generation_prompt=True, enable_thinking=enable_thinking
+    )
+
+
+def count_tokens(tokenizer: Any, text: str) -> int:
+    """Tokens of a rendered prompt (special tokens come from the template, none are added)."""
+    return len(tokenizer(text, add_special_tokens=False)["input_ids"])
+
+
+# ---------------------------------------------------------------- budgeted prompts
+
+
+def build_pref_prompt(
+    tokenizer: Any, pair: Pair, budget: PromptBudget | None = None, *, enable_thinking: bool = False
+) -> Prompt:
+    """The Pref. prompt for `pair`, rendered and fitted to `budget` (default PromptBudget())."""
+    return _build(tokenizer, "pref", _parts(pair), budget or PromptBudget(), enable_thinking, pair)
+
+
+def build_refl_prompt(
+    tokenizer: Any,
+    pair: Pair,
+    critique1: str,
+    critique2: str,
+    budget: PromptBudget | None = None,
+    critique_with_result: bool = False,
+    *,
+    enable_thinking: bool = False,
+) -> Prompt:
+    """The Refl. prompt comparing two judgments of `pair`, rendered and fitted to `budget`."""
+    parts = _parts(pair, critique1, critique2, critique_with_result)
+    return _build(tokenizer, "refl", parts, budget or PromptBudget(), enable_thinking, pair)
+
+
+def _build(
+    tokenizer: Any, task: Task, parts: _Parts, budget: PromptBudget, thinking: bool, pair: Pair
+) -> Prompt:
+    def measure(p: _Parts) -> tuple[str, int]:
+        text = render(tokenizer, _messages(task, p), enable_thinking=thinking)
+        return text, count_tokens(tokenizer, text)
+
+    text, n = measure(parts)
+    limit = budget.max_prompt_tokens
+    if n <= limit:
+        return Prompt(text, n, False, {})
+    if budget.policy == "error":
+        raise PromptTooLongError(f"pair {pair.key}: {task} prompt has {n} tokens > {limit}")
+    cut: dict[str, int] = {}
+    parts, text, n = _drop_turns(parts, measure, limit, n, cut)
+    if n > limit:
+        text, n = _cut_texts(tokenizer, parts, measure, budget, n, cut, f"pair {pair.key}: {task}")
+    return Prompt(text, n, True, cut)
+
+
+def _drop_turns(
+    parts: _Parts, measure: _Measure, limit: int, n: int, cut: dict[str, int]
+) -> tuple[_Parts, str | None, int]:
+    """Policy step 1: drop the oldest earlier turns until the prompt fits or none are left."""
+    start, text = n, None
+    while n > limit and parts.earlier:
+        parts = replace(parts, earlier=parts.earlier[1:], omitted_turns=parts.omitted_turns + 1)
+        text, n = measure(parts)
+    if parts.omitted_turns:
+        cut["context_turns"] = parts.omitted_turns
+        cut["context_tokens"] = start - n
+    return parts, text, n
+
+
+def _cut_texts(
+    tokenizer: Any,
+    parts: _Parts,
+    measure: _Measure,
+    budget: PromptBudget,
+    n: int,
+    cut: dict[str, int],
+    where: str,
+) -> tuple[str, int]:
+    """Policy step 2: cut responses/critiques from their end, proportionally to their length.
+
+    Re-tokenising a cut text need not give exactly the tokens kept, so the cut is re-planned with
+    the remaining excess until the rendered prompt fits (a few rounds at most).
+    """
+    limit = budget.max_prompt_tokens
+    ids = {k: tokenizer.encode(v, add_special_tokens=False) for k, v in parts.texts.items()}
+    marker_cost = len(tokenizer.encode("\n" + TRUNCATION_MARKER, add_special_tokens=False))
+    needed = n - limit + marker_cost * len(ids)
+    for _ in range(8):
+        plan = _proportional_cuts(
+            {k: len(v) for k, v in ids.items()}, needed, budget.min_keep_tokens
+        )
+        if plan is None:
+            raise PromptTooLongError(
+                f"{where} prompt has {n} tokens > {limit} even after dropping earlier turns and "
+                f"cutting responses to {budget.min_keep_tokens} tokens; the final query and "
+                "instructions are never cut: raise max_prompt_tokens"
+            )
+        texts = {k: _cut_end(tokenizer, parts.texts[k], ids[k], c) for k, c in plan.items()}
+        text, n_new = measure(replace(parts, texts=texts))
+        if n_new <= limit:
+            cut.update({k: c for k, c in plan.items() if c})
+            return text, n_new
+        needed += n_new - limit
+    raise PromptTooLongError(f"{where} prompt: truncation did not converge under {limit} tokens")
+
+
+def _proportional_cuts(
+    lengths: dict[str, int], needed: int, min_keep: int
+) -> dict[str, int] | None:
+    """Tokens to cut from each text: the same fraction r of each length (rounded up), capped so
+    each keeps min_keep tokens; the smallest r whose cuts total >= needed. None if impossible."""
+    room = {k: max(0, n - min_keep) for k, n in lengths.items()}
+    if sum(room.values()) < needed:
+        return None
+
+    def cuts(r: float) -> dict[str, int]:
+        return {k: min(ceil(r * n), room[k]) for k, n in lengths.items()}
+
+    lo, hi = 0.0, 1.0
+    for _ in range(50):  # bisection on r: the totals grow with r and reach sum(room) at r = 1
+        mid = (lo + hi) / 2
+        lo, hi = (lo, mid) if sum(cuts(mid).values()) >= needed else (mid, hi)
+    return cuts(hi)
+
+
+def _cut_end(tokenizer: Any, text: str, ids: list[int], n_cut: int) -> str:
+    if n_cut <= 0:
+        return text
+    kept = tokenizer.decode(ids[: len(ids) - n_cut], clean_up_tokenization_spaces=False)
+    # A cut inside a multi-byte character decodes to U+FFFD: drop that debris.
+    return kept.rstrip("\ufffd").rstrip() + "\n" + TRUNCATION_MARKER
