@@ -21,7 +21,7 @@ FinishReason = Literal["stop", "length"]
 
 @dataclass(frozen=True)
 class SamplingParams:
-    """Every generation setting, passed explicitly so a checkpoint's generation_config never applies.
+    """Every generation setting, explicit, so a checkpoint's generation_config never applies.
 
     `do_sample=False` is greedy decoding (temperature/top_k/top_p ignored). `seed` with the prompt
     and the sample index identifies a sample: the same (seed, prompt, params, index) gives the same

@@ -1,0 +1,233 @@
+"""The on-disk generation store (SQLite) and `CachedBackend`, which makes every run resumable.
+
+One row per sample, keyed by `generation_key(identity, prompt, params, index)`: the same model,
+prompt, settings and sample index are generated once, ever. `CachedBackend` looks every sample up
+first, generates only the missing ones, and commits each chunk of new samples before it goes on,
+so a run killed at any point keeps everything it finished and a rerun picks up from there.
+
+SQLite in WAL mode: readers (a notebook looking at progress) never block the writer, and a
+committed chunk survives the process being killed.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import sqlite3
+import time
+from collections import defaultdict
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from rmlib.generation.base import Backend, Generation, SamplingParams, generation_key
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS generations (
+    key TEXT PRIMARY KEY,
+    identity TEXT NOT NULL,
+    params TEXT NOT NULL,
+    prompt_sha TEXT NOT NULL,
+    sample INTEGER NOT NULL,
+    generation TEXT NOT NULL,
+    created REAL NOT NULL
+)
+"""
+_QUERY_CHUNK = 500  # keys per SELECT: stays under SQLite's bound-variable limit
+
+# (identity, prompt, params, sample index, generation): what put_many stores
+StoreItem = tuple[str, str, SamplingParams, int, Generation]
+
+
+def prompt_sha(prompt: str) -> str:
+    return hashlib.sha256(prompt.encode("utf-8")).hexdigest()
+
+
+class GenerationStore:
+    """SQLite file of generations, one row per (identity, prompt, params, sample index)."""
+
+    def __init__(self, path: str | Path, *, timeout: float = 60.0) -> None:
+        self.path = Path(path)
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        # timeout: wait for another process's write instead of failing with "database is locked"
+        self._db = sqlite3.connect(self.path, timeout=timeout)
+        self._db.execute("PRAGMA journal_mode=WAL")
+        self._db.execute("PRAGMA synchronous=NORMAL")  # WAL + NORMAL: commits survive a kill
+        self._db.execute(_SCHEMA)
+        self._db.commit()
+
+    def get_many(self, keys: Iterable[str]) -> dict[str, Generation]:
+        """The stored generations among `keys` (absent keys are simply missing from the dict)."""
+        wanted = list(dict.fromkeys(keys))
+        found: dict[str, Generation] = {}
+        for i in range(0, len(wanted), _QUERY_CHUNK):
+            part = wanted[i : i + _QUERY_CHUNK]
+            marks = ",".join("?" * len(part))
+            sql = f"SELECT key, generation FROM generations WHERE key IN ({marks})"
+            for key, text in self._db.execute(sql, part):
+                found[key] = Generation.from_json(text)
+        return found
+
+    def put_many(self, items: Iterable[StoreItem]) -> int:
+        """Store (identity, prompt, params, index, generation) items in one committed transaction.
+
+        A key already present is kept as it is (the first write wins). Returns rows added.
+        """
+        now = time.time()
+        rows = [
+            (
+                generation_key(ident, prompt, params, index),
+                ident,
+                params.key(),
+                prompt_sha(prompt),
+                index,
+                gen.to_json(),
+                now,
+            )
+            for ident, prompt, params, index, gen in items
+        ]
+        with self._db:  # commits on success, rolls back on error
+            before = self._db.total_changes
+            self._db.executemany(
+                "INSERT OR IGNORE INTO generations VALUES (?, ?, ?, ?, ?, ?, ?)", rows
+            )
+            return self._db.total_changes - before
+
+    def __len__(self) -> int:
+        return self._db.execute("SELECT COUNT(*) FROM generations").fetchone()[0]
+
+    def count(self, identity: str | None = None) -> int:
+        """Rows stored, for one model identity or all."""
+        if identity is None:
+            return len(self)
+        sql = "SELECT COUNT(*) FROM generations WHERE identity = ?"
+        return self._db.execute(sql, (identity,)).fetchone()[0]
+
+    def close(self) -> None:
+        self._db.close()
+
+    def __enter__(self) -> GenerationStore:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+@dataclass
+class CacheStats:
+    """Samples found in the store (hits) and generated (misses), over the backend's life."""
+
+    hits: int = 0
+    misses: int = 0
+
+
+class CachedBackend:
+    """A Backend that answers from a GenerationStore and generates only what is missing.
+
+    chunk_prompts: prompts per call to the wrapped backend; each chunk's samples are committed
+    before the next starts, so a kill loses at most one chunk. Larger chunks batch better.
+    progress: a bar of prompts done, with hits and misses.
+    """
+
+    def __init__(
+        self,
+        backend: Backend,
+        store: GenerationStore,
+        *,
+        chunk_prompts: int = 16,
+        progress: bool = True,
+    ) -> None:
+        if chunk_prompts < 1:
+            raise ValueError("chunk_prompts must be >= 1")
+        self.backend = backend
+        self.store = store
+        self.identity = backend.identity
+        self.chunk_prompts = chunk_prompts
+        self.progress = progress
+        self.stats = CacheStats()
+
+    def generate(
+        self, prompts: list[str], params: SamplingParams, n: int = 1, offset: int = 0
+    ) -> list[list[Generation]]:
+        """Samples offset … offset+n-1 of each prompt, from the store or freshly generated."""
+        if n < 0 or offset < 0:
+            raise ValueError("n and offset must be >= 0")
+        indices = range(offset, offset + n)
+        unique = list(dict.fromkeys(prompts))  # a repeated prompt is looked up and made once
+        keys = {
+            (p, i): generation_key(self.identity, p, params, i) for p in unique for i in indices
+        }
+        stored = self.store.get_many(keys.values())
+        have = {pi: stored[k] for pi, k in keys.items() if k in stored}
+        self.stats.hits += len(have)
+        todo = _missing_runs(unique, indices, have)
+        with self._bar(len(unique)) as bar:
+            bar.update(len(unique) - len({p for group in todo.values() for p in group}))
+            for (lo, count), group in todo.items():
+                for chunk in _chunks(group, self.chunk_prompts):
+                    made = self.backend.generate(chunk, params, n=count, offset=lo)
+                    self._save(chunk, made, params, lo, have)
+                    bar.update(sum(1 for p in chunk if _complete(p, indices, have)))
+                    bar.set_postfix_str(
+                        f"hits={self.stats.hits} new={self.stats.misses}", refresh=False
+                    )
+        return [[have[(p, i)] for i in indices] for p in prompts]
+
+    def _save(
+        self,
+        chunk: list[str],
+        made: list[list[Generation]],
+        params: SamplingParams,
+        lo: int,
+        have: dict[tuple[str, int], Generation],
+    ) -> None:
+        """Commit a chunk's samples to the store, then (only then) hand them on."""
+        if len(made) != len(chunk):
+            raise RuntimeError(f"backend returned {len(made)} results for {len(chunk)} prompts")
+        items = [
+            (self.identity, p, params, lo + j, g)
+            for p, gens in zip(chunk, made, strict=True)
+            for j, g in enumerate(gens)
+        ]
+        self.store.put_many(items)
+        self.stats.misses += len(items)
+        for _, p, _, i, g in items:
+            have[(p, i)] = g
+
+    def _bar(self, total: int) -> Any:
+        from tqdm.auto import tqdm
+
+        return tqdm(
+            total=total,
+            unit="prompt",
+            desc="generations",
+            disable=not self.progress,
+            dynamic_ncols=True,
+        )
+
+
+def _missing_runs(
+    prompts: list[str], indices: range, have: dict[tuple[str, int], Generation]
+) -> dict[tuple[int, int], list[str]]:
+    """Group prompts by each contiguous run (offset, count) of their missing sample indices."""
+    groups: dict[tuple[int, int], list[str]] = defaultdict(list)
+    for p in prompts:
+        run_start = None
+        for i in [*indices, None]:  # None closes the last run
+            missing = i is not None and (p, i) not in have
+            if missing and run_start is None:
+                run_start = i
+            elif not missing and run_start is not None:
+                end = i if i is not None else indices.stop
+                groups[(run_start, end - run_start)].append(p)
+                run_start = None
+    return dict(groups)
+
+
+def _complete(prompt: str, indices: range, have: dict[tuple[str, int], Generation]) -> bool:
+    return all((prompt, i) in have for i in indices)
+
+
+def _chunks(items: list[str], size: int) -> Iterator[list[str]]:
+    for i in range(0, len(items), size):
+        yield items[i : i + size]

@@ -1,0 +1,184 @@
+"""rmlib.generation.store: the SQLite store, CachedBackend, and resuming a killed run."""
+
+from __future__ import annotations
+
+import os
+import signal
+import sqlite3
+import subprocess
+import sys
+import textwrap
+import time
+
+import pytest
+import torch
+
+from rmlib.generation.base import Backend, Generation, SamplingParams, generation_key
+from rmlib.generation.hf import HFBackend
+from rmlib.generation.store import CachedBackend, GenerationStore
+from rmlib.models import TINY_QWEN3, load_backbone
+
+torch.set_num_threads(2)
+PARAMS = SamplingParams(max_new_tokens=6, seed=11)
+PROMPTS = ["first prompt", "a second, longer prompt with more words", "third", "the fourth one"]
+
+
+@pytest.fixture(scope="module")
+def backend():
+    model, tok = load_backbone(TINY_QWEN3, precision="fp32")
+    return HFBackend(model, tok, identity="tiny-fp32", progress=False)
+
+
+class Recording:
+    """Test double: passes calls to a real backend and records which samples were asked for."""
+
+    def __init__(self, inner: Backend) -> None:
+        self.inner, self.identity, self.calls = inner, inner.identity, []
+
+    def generate(self, prompts, params, n=1, offset=0):
+        self.calls.append((list(prompts), n, offset))
+        return self.inner.generate(prompts, params, n=n, offset=offset)
+
+    def requested(self) -> list[tuple[str, int]]:
+        return [(p, i) for ps, n, o in self.calls for p in ps for i in range(o, o + n)]
+
+
+def _gen(text: str) -> Generation:
+    return Generation(
+        text=text, token_ids=[1, 2], logprobs=[-0.5, -1.5], finish_reason="stop", prompt_tokens=7
+    )
+
+
+def _tokens(results: list[list[Generation]]) -> list[list[list[int]]]:
+    return [[g.token_ids for g in gens] for gens in results]
+
+
+def test_store_round_trip_first_write_wins_and_persists(tmp_path):
+    path = tmp_path / "gen.sqlite"
+    with GenerationStore(path) as store:
+        assert store.put_many([("m", "p", PARAMS, 0, _gen("a")), ("m", "p", PARAMS, 1, _gen("b"))])
+        assert store.put_many([("m", "p", PARAMS, 0, _gen("changed"))]) == 0  # no overwrite
+        keys = [generation_key("m", "p", PARAMS, i) for i in (0, 1, 2)]
+        found = store.get_many(keys)
+        assert set(found) == set(keys[:2]) and found[keys[0]] == _gen("a")
+    with GenerationStore(path) as store:  # reopened: still there
+        assert len(store) == 2 and store.count("m") == 2 and store.count("other") == 0
+        assert store.get_many(keys[1:2])[keys[1]].text == "b"
+    db = sqlite3.connect(path)
+    assert db.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
+    row = db.execute(
+        "SELECT identity, params, prompt_sha, sample FROM generations WHERE key = ?", (keys[1],)
+    ).fetchone()
+    assert row[0] == "m" and row[1] == PARAMS.key() and len(row[2]) == 64 and row[3] == 1
+
+
+def test_cached_backend_counts_hits_and_never_regenerates(tmp_path, backend):
+    rec = Recording(backend)
+    cached = CachedBackend(
+        rec, GenerationStore(tmp_path / "g.sqlite"), chunk_prompts=3, progress=False
+    )
+    assert isinstance(cached, Backend) and cached.identity == "tiny-fp32"
+    first = cached.generate(PROMPTS, PARAMS, n=4)
+    assert (cached.stats.hits, cached.stats.misses) == (0, 16)
+    assert _tokens(first) == _tokens(backend.generate(PROMPTS, PARAMS, n=4))
+    assert [len(c[0]) for c in rec.calls] == [3, 1]  # chunks of 3 prompts
+
+    again = cached.generate(PROMPTS, PARAMS, n=4)
+    assert (cached.stats.hits, cached.stats.misses) == (16, 16) and _tokens(again) == _tokens(first)
+
+    more = cached.generate(PROMPTS + [PROMPTS[0]], PARAMS, n=8)  # 4 more each; one repeated
+    assert (cached.stats.hits, cached.stats.misses) == (32, 32)
+    assert [m[:4] for m in _tokens(more)[:4]] == _tokens(first)
+    assert _tokens(more)[4] == _tokens(more)[0]
+    requested = rec.requested()
+    assert len(requested) == len(set(requested)) == 32  # no sample generated twice
+
+
+def test_cached_backend_fills_gaps_by_offset(tmp_path, backend):
+    store = GenerationStore(tmp_path / "g.sqlite")
+    CachedBackend(backend, store, progress=False).generate(PROMPTS[:1], PARAMS, n=2)  # 0, 1
+    CachedBackend(backend, store, progress=False).generate(PROMPTS[:2], PARAMS, n=1, offset=3)
+    rec = Recording(backend)
+    cached = CachedBackend(rec, store, progress=False)
+    out = cached.generate(PROMPTS[:2], PARAMS, n=6)
+    # prompt 0 misses 2 and 4-5; prompt 1 misses 0-2 and 4-5: one call per (offset, count) run
+    assert sorted((tuple(ps), n, o) for ps, n, o in rec.calls) == sorted(
+        [((PROMPTS[0],), 1, 2), ((PROMPTS[1],), 3, 0), ((PROMPTS[0], PROMPTS[1]), 2, 4)]
+    )
+    assert (cached.stats.hits, cached.stats.misses) == (4, 8)
+    assert _tokens(out) == _tokens(backend.generate(PROMPTS[:2], PARAMS, n=6))
+
+
+_CHILD = """
+import sys, time, torch
+torch.set_num_threads(1)
+from rmlib.generation.base import SamplingParams
+from rmlib.generation.hf import HFBackend
+from rmlib.generation.store import CachedBackend, GenerationStore
+from rmlib.models import TINY_QWEN3, load_backbone
+
+class Slow:  # test double: a pause before each chunk leaves the parent time to kill us
+    def __init__(self, inner):
+        self.inner, self.identity = inner, inner.identity
+    def generate(self, *args, **kwargs):
+        time.sleep(0.5)
+        return self.inner.generate(*args, **kwargs)
+
+model, tok = load_backbone(TINY_QWEN3, precision="fp32")
+backend = Slow(HFBackend(model, tok, identity="tiny-fp32", progress=False))
+cached = CachedBackend(backend, GenerationStore(sys.argv[1]), chunk_prompts=1, progress=False)
+cached.generate({prompts!r}, SamplingParams(max_new_tokens=6, seed=11), n=3)
+print("finished")
+"""
+
+
+def test_killed_run_resumes_with_only_the_missing_samples(tmp_path, backend):
+    path = tmp_path / "killed.sqlite"
+    script = tmp_path / "child.py"
+    script.write_text(textwrap.dedent(_CHILD.format(prompts=PROMPTS)))
+    child = subprocess.Popen(
+        [sys.executable, str(script), str(path)],
+        env=dict(os.environ),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+    )
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline and child.poll() is None and not _rows(path):
+        time.sleep(0.05)  # the first chunk is committed: kill during the pause before the next
+    child.send_signal(signal.SIGKILL)
+    output = child.communicate()[0].decode()
+    assert child.returncode == -signal.SIGKILL, output
+    total = len(PROMPTS) * 3
+    with GenerationStore(path) as store:
+        kept = len(store)
+        assert 0 < kept < total and kept % 3 == 0, (kept, output)  # whole chunks only
+
+        resumed = CachedBackend(backend, store, progress=False)
+        results = resumed.generate(PROMPTS, PARAMS, n=3)
+    assert (resumed.stats.hits, resumed.stats.misses) == (kept, total - kept)
+
+    fresh = CachedBackend(backend, GenerationStore(tmp_path / "fresh.sqlite"), progress=False)
+    uninterrupted = fresh.generate(PROMPTS, PARAMS, n=3)
+    assert _tokens(results) == _tokens(uninterrupted)
+    for a, b in zip(sum(results, []), sum(uninterrupted, []), strict=True):
+        torch.testing.assert_close(
+            torch.tensor(a.logprobs), torch.tensor(b.logprobs), atol=1e-4, rtol=0
+        )
+        assert (a.text, a.finish_reason, a.prompt_tokens) == (
+            b.text,
+            b.finish_reason,
+            b.prompt_tokens,
+        )
+
+
+def _rows(path) -> int:
+    """Rows committed so far by the child, read through a separate connection (0 if none yet)."""
+    if not path.exists():
+        return 0
+    db = sqlite3.connect(path, timeout=30)
+    try:
+        return db.execute("SELECT COUNT(*) FROM generations").fetchone()[0]
+    except sqlite3.OperationalError:  # the table is not created yet
+        return 0
+    finally:
+        db.close()
