@@ -1,0 +1,507 @@
+"""Two-stage inference: pure rules checked on hand-made values, the whole method on a scripted
+backend whose outputs are known (expectations worked out by hand in the comments)."""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+
+import numpy as np
+import pandas as pd
+import pytest
+from reflect_fakes import Scripted, ScriptedBackend, make_pair, qwen3_tokenizer
+
+from rmlib.reflect import (
+    ReflectConfig,
+    confidence,
+    draw_random_winners,
+    final_vote,
+    majority_at_k,
+    majority_vote,
+    pair_rng,
+    reflection_plan,
+    run_reflectrm,
+    select_anchor,
+)
+
+# ---- confidence --------------------------------------------------------------------------------
+
+
+def test_confidence_mean_of_lowest_fraction():
+    lp = [-0.1, -3.0, -0.2, -1.0, -0.05, -0.3, -2.0, -0.4, -0.6, -0.7]
+    assert confidence(lp, 0.10) == pytest.approx(-3.0)  # ceil(1.0) = 1 token
+    assert confidence(lp, 0.20) == pytest.approx((-3.0 - 2.0) / 2)
+    assert confidence(lp, 0.25) == pytest.approx((-3.0 - 2.0 - 1.0) / 3)  # ceil(2.5) = 3
+    assert confidence(lp, 1.0) == pytest.approx(sum(lp) / 10)
+
+
+def test_confidence_float_noise_does_not_add_a_token():
+    lp = [-5.0, -4.0, -3.0] + [0.0] * 27  # T = 30: 0.1 * 30 = 3.0000000000000004 in floats
+    assert confidence(lp, 0.1) == pytest.approx(-4.0)  # 3 tokens, not 4
+
+
+def test_confidence_short_and_empty():
+    assert confidence([-2.0], 0.1) == -2.0  # at least one token
+    assert confidence([], 0.1) == -math.inf
+    with pytest.raises(ValueError):
+        confidence([-1.0], 0.0)
+
+
+# ---- anchor, plan, votes -----------------------------------------------------------------------
+
+
+def test_select_anchor_ignores_failures_and_breaks_ties_by_index():
+    assert select_anchor([1, None, 2], [-1.0, -0.1, -0.5]) == 2  # 1 failed though most confident
+    assert select_anchor([2, 1, 1], [-0.3, -0.3, -0.9]) == 0  # tie: lowest index
+    assert select_anchor([None, 2, 1], [-0.1, -0.3, -0.3]) == 1
+    assert select_anchor([1, 2], [float("nan"), -9.0]) == 1  # NaN counts as -inf
+    assert select_anchor([None, None], [-0.1, -0.2]) is None
+    assert select_anchor([], []) is None
+
+
+def test_reflection_plan_covers_other_parsed_rollouts():
+    choices = [1, None, 2, 1, None]
+    plan = reflection_plan(choices, 2, np.random.default_rng(0))
+    assert [i for i, _ in plan] == [0, 3]
+    assert all(slot in (1, 2) for _, slot in plan)
+    assert reflection_plan(choices, None, np.random.default_rng(0)) == []
+    assert reflection_plan([None, 1], 1, np.random.default_rng(0)) == []  # one parsed: no calls
+    with pytest.raises(ValueError):
+        reflection_plan(choices, 1, np.random.default_rng(0))  # a failed rollout as anchor
+
+
+def test_reflection_plan_slots_are_seeded_and_both_used():
+    choices = [1] * 41
+    a = reflection_plan(choices, 0, pair_rng(0, "k", "plan"))
+    b = reflection_plan(choices, 0, pair_rng(0, "k", "plan"))
+    assert a == b
+    slots = [s for _, s in a]
+    assert 5 < slots.count(1) < 35  # 40 fair coins
+    assert reflection_plan(choices, 0, pair_rng(1, "k", "plan")) != a
+
+
+def test_majority_vote_tie_rules():
+    assert majority_vote([1, 2, 2, None]) == 2
+    assert majority_vote([None, 2, 1], tie_break="first") == 2  # earliest parsed
+    assert majority_vote([1, 2], tie_break="none") is None
+    assert majority_vote([None, None]) is None
+    assert majority_vote([]) is None
+    draws = {majority_vote([1, 2], "random", np.random.default_rng(s)) for s in range(20)}
+    assert draws == {1, 2}
+    with pytest.raises(ValueError):
+        majority_vote([1, 2], "random")
+
+
+def test_final_vote():
+    assert final_vote(1, [2, 2, 1]) == 2  # majority of winners overrides the anchor
+    assert final_vote(1, []) == 1  # no winners: the anchor alone
+    assert final_vote(2, [1, 2]) == 2  # tie: anchor added -> [1, 2, 2]
+    assert final_vote(1, [1, 2]) == 1
+    assert final_vote(2, [1, 1, 2, 2]) == 2
+    assert final_vote(2, [1]) == 1  # one winner against the anchor: the winner
+    with pytest.raises(ValueError):
+        final_vote(None, [1])  # type: ignore[arg-type]
+
+
+def test_draw_random_winners():
+    choices = [1, 2, None, 1, 2]
+    drawn = draw_random_winners(choices, 0, 2, np.random.default_rng(3))
+    assert len(drawn) == 2 and set(drawn) <= {1, 3, 4}
+    assert draw_random_winners(choices, 0, 0, np.random.default_rng(3)) == []
+    with pytest.raises(ValueError):
+        draw_random_winners(choices, 0, 4, np.random.default_rng(3))
+
+
+def test_pair_rng_depends_on_seed_key_and_purpose():
+    x = pair_rng(0, "a", "plan").integers(0, 2**31)
+    assert x == pair_rng(0, "a", "plan").integers(0, 2**31)
+    assert x != pair_rng(0, "b", "plan").integers(0, 2**31)
+    assert x != pair_rng(0, "a", "other").integers(0, 2**31)
+    assert x != pair_rng(1, "a", "plan").integers(0, 2**31)
+
+
+def test_config_validation_and_params_section():
+    with pytest.raises(ValueError):
+        ReflectConfig(confidence_tokens="analysis")
+    with pytest.raises(ValueError):
+        ReflectConfig(confidence_fraction=0)
+    # the `inference` params section: every field documented, plain YAML types only
+    for f in dataclasses.fields(ReflectConfig):
+        assert f.metadata.get("doc"), f.name
+        assert f.type in ("int", "float", "str", "bool"), (f.name, f.type)
+    assert ReflectConfig().sampling_params().temperature == 1.0
+    assert not ReflectConfig().reflection_params().do_sample
+
+
+# ---- the whole method on a scripted backend ----------------------------------------------------
+
+# N = 4 samples, confidence_fraction 0.25 -> one token: confidence = the lowest log-prob.
+SCRIPT = {
+    # label 1. Anchor = s0 (conf -0.5; s3 is more confident but failed). Reflections vs s0:
+    # s1 (q .9 > .5) wins, s2 (q .1) loses -> winners [1] -> verdict 1. Majority [2,1,1] -> 1.
+    # Random winners: 1 of {s1, s2}, both say 1 -> 1. Random anchor: s0 -> [1] -> 1; s1 -> no
+    # winners -> 1; s2 -> s0, s1 win -> [2, 1] tie + anchor 1 -> 1. Always 1.
+    "t:A:given": Scripted(
+        samples=[
+            (2, [-0.1, -0.5, -0.2, -0.3]),
+            (1, [-1.0, -0.1, -0.1, -0.1]),
+            (1, [-2.0, -0.1, -0.1, -0.1]),
+            ("missing", [-0.1, -0.1, -0.1, -0.1]),
+        ],
+        greedy=2,
+        quality=[0.5, 0.9, 0.1, 0.0],
+    ),
+    # label 2. s0 and s1 tie at -0.3 -> anchor s0 (lowest index), verdict 1. Reflections vs s0:
+    # s1 loses (.1 < .2), s2 wins (.6), s3 vs s0 fails to parse -> anchor wins. Winners [2] -> 2.
+    # Majority [1,1,2,2] tie -> first parsed (s0) -> 1. Random anchor: s0 -> [s2] -> 2;
+    # s1 -> s0, s2, s3 win -> [1,2,2] -> 2; s2 -> s3 wins -> 2; s3 -> none -> 2. Always 2.
+    "t:B:given": Scripted(
+        samples=[
+            (1, [-0.3, -0.1, -0.1, -0.1]),
+            (1, [-0.1, -0.3, -0.1, -0.1]),
+            (2, [-0.9, -0.1, -0.1, -0.1]),
+            (2, [-0.8, -0.1, -0.1, -0.1]),
+        ],
+        greedy=2,
+        quality=[0.2, 0.1, 0.6, 0.7],
+        refl_fail={frozenset({0, 3})},
+    ),
+    # label 1. Nothing parses: every rollout-based method is a parse failure.
+    "t:C:given": Scripted(
+        samples=[
+            ("missing", [-0.1] * 4),
+            ("empty", [-0.1] * 4),
+            ("tie", [-0.1] * 4),
+            ("ambiguous", [-0.1] * 4),
+        ],
+        greedy="missing",
+    ),
+    # label 2. Only s2 parses: it is the answer of every rollout-based method, no reflections.
+    "t:D:given": Scripted(
+        samples=[
+            ("missing", [-0.1] * 4),
+            ("truncated", [-0.1] * 4),
+            (2, [-3.0] * 4),
+            ("missing", [-0.1] * 4),
+        ],
+        greedy=1,
+    ),
+}
+LABELS = {"A": 1, "B": 2, "C": 1, "D": 2}
+
+
+@pytest.fixture(scope="module")
+def tokenizer():
+    return qwen3_tokenizer()
+
+
+def _pairs():
+    return [make_pair(pid, label) for pid, label in LABELS.items()]
+
+
+def _cfg(**kw) -> ReflectConfig:
+    return ReflectConfig(
+        n_samples=4, confidence_fraction=0.25, max_new_tokens=64, reflection_max_new_tokens=32, **kw
+    )
+
+
+@pytest.fixture(scope="module")
+def run(tokenizer):
+    backend = ScriptedBackend(SCRIPT)
+    return run_reflectrm(_pairs(), backend, tokenizer, _cfg()), backend
+
+
+def _verdicts(result) -> dict[tuple[str, str], object]:
+    p = result.predictions
+    return {
+        (k.split(":")[1], m): (None if pd.isna(v) else int(v))
+        for k, m, v in zip(p["key"], p["method"], p["verdict"], strict=True)
+    }
+
+
+def _random_winner_b() -> int:
+    # The documented stream: pair_rng(seed, key, "random_winners"), 1 winner from {s1, s2, s3}.
+    (drawn,) = draw_random_winners([1, 1, 2, 2], 0, 1, pair_rng(0, "t:B:given", "random_winners"))
+    return {1: 1, 2: 2, 3: 2}[drawn]  # s1 says 1; s2, s3 say 2
+
+
+def test_end_to_end_verdicts(run):
+    result, _ = run
+    expected = {
+        ("A", "greedy"): 2,
+        ("A", "majority"): 1,
+        ("A", "anchor"): 2,
+        ("A", "reflectrm"): 1,
+        ("A", "random_winners"): 1,
+        ("A", "random_anchor"): 1,
+        ("B", "greedy"): 2,
+        ("B", "majority"): 1,
+        ("B", "anchor"): 1,
+        ("B", "reflectrm"): 2,
+        ("B", "random_winners"): _random_winner_b(),
+        ("B", "random_anchor"): 2,
+        ("C", "greedy"): None,
+        ("C", "majority"): None,
+        ("C", "anchor"): None,
+        ("C", "reflectrm"): None,
+        ("C", "random_winners"): None,
+        ("C", "random_anchor"): None,
+        ("D", "greedy"): 1,
+        ("D", "majority"): 2,
+        ("D", "anchor"): 2,
+        ("D", "reflectrm"): 2,
+        ("D", "random_winners"): 2,
+        ("D", "random_anchor"): 2,
+    }
+    assert _verdicts(result) == expected
+    p = result.predictions.set_index(["key", "method"])
+    assert p.loc[("t:A:given", "reflectrm"), "anchor"] == 0
+    assert p.loc[("t:A:given", "reflectrm"), "n_winners"] == 1
+    assert p.loc[("t:B:given", "reflectrm"), "n_winners"] == 1
+    assert p.loc[("t:B:given", "random_winners"), "n_winners"] == 1
+    assert p.loc[("t:D:given", "anchor"), "anchor"] == 2
+    assert p.loc[("t:D:given", "reflectrm"), "n_winners"] == 0
+    assert bool(p.loc[("t:C:given", "reflectrm"), "parse_failure"])
+    assert not bool(p.loc[("t:C:given", "reflectrm"), "correct"])
+    assert bool(p.loc[("t:A:given", "reflectrm"), "correct"])
+    assert not bool(p.loc[("t:A:given", "anchor"), "correct"])
+    assert list(p.loc["t:B:given", "n_parsed"].unique()) == [4]
+
+
+def test_end_to_end_reflections(run):
+    result, backend = run
+    r = result.reflections
+    ra_b = int(
+        result.predictions.set_index(["key", "method"]).loc[
+            ("t:B:given", "random_anchor"), "anchor"
+        ]
+    )
+    real = r[r["method"] == "reflectrm"]
+    assert sorted(zip(real["key"], real["i"], real["anchor"], strict=True)) == [
+        ("t:A:given", 1, 0),
+        ("t:A:given", 2, 0),
+        ("t:B:given", 1, 0),
+        ("t:B:given", 2, 0),
+        ("t:B:given", 3, 0),
+    ]
+    wins = dict(zip(zip(real["key"], real["i"], strict=True), real["other_wins"], strict=True))
+    assert wins == {
+        ("t:A:given", 1): True,
+        ("t:A:given", 2): False,
+        ("t:B:given", 1): False,
+        ("t:B:given", 2): True,
+        ("t:B:given", 3): False,
+    }
+    failed = real[real["failure"].notna()]
+    assert list(zip(failed["key"], failed["i"], strict=True)) == [("t:B:given", 3)]
+    # The prompt really shows the anchor's critique in the recorded slot (rows in call order).
+    rows = zip(r["key"], r["i"], r["anchor"], r["anchor_slot"], strict=True)
+    for (key, i, anchor, slot), shown in zip(rows, backend.reflections_seen, strict=True):
+        assert shown[0] == key and shown[slot] == anchor and shown[3 - slot] == i
+    # The reflection's own accuracy (only where exactly one critique is right).
+    pc = dict(zip(zip(real["key"], real["i"], strict=True), real["prefers_correct"], strict=True))
+    assert pc[("t:A:given", 1)] == True and pc[("t:A:given", 2)] == False  # noqa: E712
+    assert pd.isna(pc[("t:B:given", 1)])  # both wrong
+    assert pc[("t:B:given", 2)] == True and pc[("t:B:given", 3)] == False  # noqa: E712
+    assert ra_b in (0, 1, 2, 3)
+
+
+def test_end_to_end_counts_and_calls(run):
+    result, backend = run
+    c = result.counts
+    ra_b = int(
+        result.predictions.set_index(["key", "method"]).loc[
+            ("t:B:given", "random_anchor"), "anchor"
+        ]
+    )
+    assert c["n_pairs"] == 4 and c["n_rollouts"] == 16
+    assert c["rollout_parse_failures"] == {
+        "missing": 4,
+        "empty": 1,
+        "tie": 1,
+        "ambiguous": 1,
+        "truncated": 1,
+    }
+    assert c["greedy_parse_failures"] == {"missing": 1}
+    assert c["pairs_without_parsed_rollout"] == 1
+    assert c["pairs_with_one_parsed_rollout"] == 1
+    assert c["reflection_calls"] == {"reflectrm": 5, "random_anchor": 5}
+    # s0 vs s3 of B fails whenever it is asked: random anchor s0 or s3 asks it.
+    expected_ra_fail = 1 if ra_b in (0, 3) else 0
+    assert c["reflection_parse_failures"].get("reflectrm") == 1
+    assert c["reflection_parse_failures"].get("random_anchor", 0) == expected_ra_fail
+    assert c["truncated_prompts"] == {"judgment_pairs": 0, "reflection_calls": 0}
+    # One batched call per stage: stage 1 (4 prompts x 4), greedy (4 x 1), reflections (10 x 1).
+    assert [(k, n) for k, _, n in backend.calls] == [(4, 4), (4, 1), (10, 1)]
+    stage1, greedy, refl = (p for _, p, _ in backend.calls)
+    assert stage1.do_sample and stage1.temperature == 1.0 and stage1.max_new_tokens == 64
+    assert not greedy.do_sample and greedy.max_new_tokens == 64
+    assert not refl.do_sample and refl.max_new_tokens == 32
+
+
+def test_rollout_table(run):
+    result, _ = run
+    r = result.rollouts.set_index(["key", "sample"])
+    assert r.loc[("t:A:given", 0), "confidence"] == pytest.approx(-0.5)
+    assert r.loc[("t:B:given", 1), "confidence"] == pytest.approx(-0.3)
+    assert r.loc[("t:A:given", 1), "choice"] == 1 and bool(r.loc[("t:A:given", 1), "correct"])
+    assert pd.isna(r.loc[("t:A:given", 3), "choice"])
+    assert not bool(r.loc[("t:A:given", 3), "correct"])
+    assert r.loc[("t:D:given", 1), "failure"] == "truncated"
+    assert r.loc[("t:D:given", 1), "finish_reason"] == "length"
+    assert list(r.loc[("t:A:given", 0), "logprobs"]) == [-0.1, -0.5, -0.2, -0.3]
+
+
+def test_results_do_not_depend_on_pair_order(tokenizer, run):
+    result, _ = run
+    again = run_reflectrm(list(reversed(_pairs())), ScriptedBackend(SCRIPT), tokenizer, _cfg())
+    cols = ["key", "method", "verdict", "anchor", "n_winners"]
+    a = result.predictions[cols].sort_values(["key", "method"]).reset_index(drop=True)
+    b = again.predictions[cols].sort_values(["key", "method"]).reset_index(drop=True)
+    pd.testing.assert_frame_equal(a, b)
+    rc = ["key", "method", "i", "anchor", "anchor_slot", "other_wins"]
+    ra = result.reflections[rc].sort_values(rc[:4]).reset_index(drop=True)
+    rb = again.reflections[rc].sort_values(rc[:4]).reset_index(drop=True)
+    pd.testing.assert_frame_equal(ra, rb)
+
+
+def test_skipping_optional_baselines(tokenizer):
+    backend = ScriptedBackend(SCRIPT)
+    res = run_reflectrm(
+        _pairs(), backend, tokenizer, _cfg(run_greedy=False, run_random_anchor=False)
+    )
+    assert set(res.predictions["method"]) == {"majority", "anchor", "random_winners", "reflectrm"}
+    assert res.counts["reflection_calls"] == {"reflectrm": 5}
+    assert [(k, n) for k, _, n in backend.calls] == [(4, 4), (5, 1)]
+
+
+def test_reflection_failure_policy_other_wins(tokenizer):
+    res = run_reflectrm(
+        _pairs()[:2],
+        ScriptedBackend(SCRIPT),
+        tokenizer,
+        _cfg(reflection_failure="other_wins", run_random_anchor=False),
+    )
+    p = res.predictions.set_index(["key", "method"])
+    # B: s2 and now s3 (failed reflection) win -> [2, 2] -> 2, two winners.
+    assert p.loc[("t:B:given", "reflectrm"), "n_winners"] == 2
+    assert res.counts["reflection_parse_failures"] == {"reflectrm": 1}
+
+
+def test_both_orders_run_each_order_through_the_method(tokenizer):
+    mirrored = {  # the swapped order of A: the same judgments with the slots exchanged
+        "t:A:swapped": Scripted(
+            samples=[
+                (3 - c if isinstance(c, int) else c, lp) for c, lp in SCRIPT["t:A:given"].samples
+            ],
+            greedy=1,
+            quality=SCRIPT["t:A:given"].quality,
+        ),
+    }
+    backend = ScriptedBackend({**SCRIPT, **mirrored})
+    res = run_reflectrm([make_pair("A", 1)], backend, tokenizer, _cfg(both_orders=True))
+    assert set(res.predictions["key"]) == {"t:A:given", "t:A:swapped"}
+    assert set(res.predictions["order"]) == {"given", "swapped"}
+    p = res.predictions.set_index(["key", "method"])
+    assert p.loc[("t:A:swapped", "reflectrm"), "verdict"] == 2  # label flips with the swap
+    assert bool(p.loc[("t:A:swapped", "reflectrm"), "correct"])
+    assert p.loc[("t:A:given", "reflectrm"), "verdict"] == 1
+    assert backend.calls[0][0] == 2  # both orders in one stage-1 call
+
+
+def test_truncated_prompts_are_counted(tokenizer):
+    from rmlib.prompts import PromptBudget, build_pref_prompt
+
+    long_pair = make_pair("D", 2, r1_extra=" filler" * 1500)
+    short = [make_pair(p, LABELS[p]) for p in "ABC"]
+    longest_short = max(build_pref_prompt(tokenizer, p).n_tokens for p in short)
+    budget = PromptBudget(max_prompt_tokens=longest_short + 400)
+    res = run_reflectrm(
+        [*short, long_pair], ScriptedBackend(SCRIPT), tokenizer, _cfg(), budget=budget
+    )
+    assert res.counts["truncated_prompts"] == {"judgment_pairs": 1, "reflection_calls": 0}
+    trunc = res.predictions.groupby("key")["truncated_prompt"].all().to_dict()
+    assert trunc == {"t:A:given": False, "t:B:given": False, "t:C:given": False, "t:D:given": True}
+
+
+def test_majority_at_k(run):
+    result, _ = run
+    m = majority_at_k(result.rollouts, ks=(1, 2, 4))
+    got = {
+        (k.split(":")[1], int(kk)): (None if pd.isna(v) else int(v))
+        for k, kk, v in zip(m["key"], m["k"], m["verdict"], strict=True)
+    }
+    assert got == {
+        ("A", 1): 2,
+        ("A", 2): 2,
+        ("A", 4): 1,  # [2,1] tie -> first; [2,1,1,-] -> 1
+        ("B", 1): 1,
+        ("B", 2): 1,
+        ("B", 4): 1,  # [1,1,2,2] tie -> first
+        ("C", 1): None,
+        ("C", 2): None,
+        ("C", 4): None,
+        ("D", 1): None,
+        ("D", 2): None,
+        ("D", 4): 2,
+    }
+    assert set(m["method"]) == {"majority@1", "majority@2", "majority@4"}
+    with pytest.raises(ValueError):
+        majority_at_k(result.rollouts, ks=(8,))
+
+
+def test_predictions_feed_the_scorer(run):
+    from rmlib.metrics import score_predictions
+
+    result, _ = run
+    scores = score_predictions(result.predictions, "demo", n_boot=50)["methods"]
+    assert scores["reflectrm"]["score"] == 0.75  # A, B, D right; C a parse failure
+    assert scores["reflectrm"]["n_parse_failures"] == 1
+    assert scores["greedy"]["score"] == 0.25  # only B
+    assert scores["anchor"]["score"] == 0.25  # only D
+    assert scores["majority"]["score"] == 0.5  # A and D
+
+
+def test_analysis_quality(run):
+    from rmlib.reflect import analysis_quality
+
+    result, _ = run
+    q = analysis_quality(result.rollouts, result.reflections, result.predictions, n_bins=2)
+    # parsed rollouts: A s0 (wrong), s1, s2 (right); B s0, s1 (wrong), s2, s3 (right); D s2 (right)
+    assert q["rollout_accuracy"] == pytest.approx(5 / 8) and q["n_parsed_rollouts"] == 8
+    # informative real reflections: A s1 (picked, right), A s2 (lost, wrong pick), B s2 (right),
+    # B s3 (failure: not right); B s1 vs s0 both wrong -> left out
+    assert q["reflection_accuracy"] == 0.5 and q["n_informative_reflections"] == 4
+    assert q["winner_accuracy"] == 1.0 and q["n_winners"] == 2  # A s1, B s2
+    assert q["anchor_accuracy"] == 0.25 and q["final_accuracy"] == 0.75
+    assert sum(b["n"] for b in q["calibration"]) == 8
+
+
+@pytest.mark.slow
+def test_real_model_through_the_store_resumes(tmp_path):
+    """The tiny random Qwen3 through HFBackend + CachedBackend: the plumbing end to end (it
+    never writes the format, so every verdict is a counted failure), and a rerun regenerates
+    nothing and gives the same tables."""
+    import torch
+
+    from rmlib.generation.hf import HFBackend
+    from rmlib.generation.store import CachedBackend, GenerationStore
+    from rmlib.models import TINY_QWEN3, load_backbone
+
+    torch.set_num_threads(2)
+    model, tok = load_backbone(TINY_QWEN3, precision="fp32")
+    hf = HFBackend(model, tok, identity="tiny-fp32", progress=False)
+    cfg = ReflectConfig(n_samples=3, max_new_tokens=6, reflection_max_new_tokens=6)
+    pairs = [make_pair("A", 1), make_pair("B", 2)]
+    first_backend = CachedBackend(hf, GenerationStore(tmp_path / "g.sqlite"), progress=False)
+    first = run_reflectrm(pairs, first_backend, tok, cfg)
+    r = first.rollouts
+    assert len(r) == 6 and (r["n_tokens"] == r["logprobs"].map(len)).all()
+    assert r["confidence"].map(math.isfinite).all() and (r["confidence"] <= 0).all()
+    assert r["failure"].notna().all() and (r["prompt_tokens"] > 0).all()
+    assert first.predictions["parse_failure"].all()
+    assert first.counts["reflection_calls"] == {}
+    again_backend = CachedBackend(hf, GenerationStore(tmp_path / "g.sqlite"), progress=False)
+    again = run_reflectrm(pairs, again_backend, tok, cfg)
+    assert again_backend.stats.misses == 0 and again_backend.stats.hits == 6 + 2
+    pd.testing.assert_frame_equal(first.rollouts, again.rollouts)
