@@ -1,0 +1,107 @@
+"""Data sources: the `SOURCES` registry and `load(source, path=None, ...) -> LoadResult`.
+
+Each source's loader reads the hub by its id (users' machines) or a local file/folder of the
+hub's layout (`path`), and returns `Pair`s plus counts of skipped and dropped rows. Loaders are
+imported lazily, so `import rmlib.data` stays cheap and a source whose module is missing breaks
+only itself.
+"""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from rmlib.data._io import HubUnavailable
+from rmlib.data.pair import DataError, LoadResult, OnError, Pair
+
+__all__ = ["SOURCES", "SourceSpec", "load", "get_source", "Pair", "LoadResult", "DataError",
+           "HubUnavailable"]
+
+
+@dataclass(frozen=True)
+class SourceSpec:
+    """How to load one source: its loader ("module:function"), hub id and defaults."""
+
+    name: str
+    loader: str
+    hub_id: str | None
+    default_split: str | None
+    default_config: str | None = None
+    path_required: bool = False
+    splits: tuple[str, ...] = ()
+    doc: str = ""
+
+    def load_fn(self) -> Callable[..., LoadResult]:
+        module, func = self.loader.split(":")
+        return getattr(importlib.import_module(module), func)
+
+
+_SPECS: tuple[SourceSpec, ...] = (
+    SourceSpec("helpsteer3", "rmlib.data.helpsteer3:load_helpsteer3", "nvidia/HelpSteer3",
+               "train", "preference", splits=("train", "validation"),
+               doc="training source; ties dropped and counted"),
+    SourceSpec("rewardbench", "rmlib.data.rewardbench:load_rewardbench", "allenai/reward-bench",
+               "filtered", splits=("filtered", "raw"), doc="2,985 pairs, 23 subsets"),
+    SourceSpec("rm-bench", "rmlib.data.rmbench:load_rmbench", "THU-KEG/RM-Bench", "train",
+               splits=("train",), doc="9 style pairs per prompt"),
+    SourceSpec("rmb", "rmlib.data.rmb:load_rmb", None, "both", path_required=True,
+               splits=("both", "pairwise", "bon"), doc="GitHub RMB_dataset/ folder"),
+    SourceSpec("ppe", "rmlib.data.ppe:load_ppe", "lmarena-ai/PPE-Human-Preference-V1", "test",
+               splits=("test",), doc="human preference; ties dropped and counted"),
+    SourceSpec("judgebench", "rmlib.data.judgebench:load_judgebench", "ScalerLab/JudgeBench",
+               "gpt", splits=("gpt", "claude")),
+    SourceSpec("llmbar", "rmlib.data.llmbar:load_llmbar", None, None, path_required=True,
+               doc="GitHub Dataset/ folder or a dataset.json"),
+    SourceSpec("hh-rlhf", "rmlib.data.hh_rlhf:load_hh_rlhf", "Anthropic/hh-rlhf", "test",
+               "harmless-base", splits=("train", "test"), doc="config = the data_dir"),
+    SourceSpec("skywork", "rmlib.data.skywork:load_skywork",
+               "Skywork/Skywork-Reward-Preference-80K-v0.2", "train", splits=("train",)),
+    SourceSpec("demo", "rmlib.data.demo:load_demo", None, "train", splits=("train", "eval"),
+               doc="generated verifiable pairs (offline demo)"),
+)
+SOURCES: dict[str, SourceSpec] = {s.name: s for s in _SPECS}
+
+# Other spellings people use for the same sources.
+ALIASES: dict[str, str] = {
+    "reward-bench": "rewardbench", "rmbench": "rm-bench", "hh": "hh-rlhf",
+    "helpsteer": "helpsteer3", "helpsteer3-preference": "helpsteer3",
+    "ppe-preference": "ppe", "ppe-human-preference": "ppe", "skywork-preference": "skywork",
+}
+
+
+def get_source(name: str) -> SourceSpec:
+    """The spec of a source name (case, "_" for "-" and the aliases accepted)."""
+    key = name.strip().lower().replace("_", "-")
+    key = ALIASES.get(key, key)
+    if key not in SOURCES:
+        raise ValueError(f"unknown data source {name!r}; valid sources: {', '.join(SOURCES)}")
+    return SOURCES[key]
+
+
+def load(
+    source: str,
+    path: str | None = None,
+    *,
+    split: str | None = None,
+    config: str | None = None,
+    seed: int = 0,
+    on_error: OnError = "raise",
+    **options: Any,
+) -> LoadResult:
+    """Load a source's pairs. path: a local file/folder of the hub's layout, or None for the hub
+    id (sources without a hub copy need a path). split/config: None = the source's default.
+    seed: placement seed where a source has no given order. on_error: "raise" on the first bad
+    row, or "skip" and count it. options: the loader's own (e.g. drop_ties for helpsteer3/ppe)."""
+    spec = get_source(source)
+    if path is None and spec.path_required:
+        raise ValueError(f"{spec.name} has no hub copy: pass a local copy with --path "
+                         "FILE_OR_DIR (path=... in Python)")
+    kwargs: dict[str, Any] = {"seed": seed, "on_error": on_error, **options}
+    # only passed when set: the generated demo source takes no config
+    if split is not None or spec.default_split is not None:
+        kwargs["split"] = split or spec.default_split
+    if config is not None:
+        kwargs["config"] = config
+    return spec.load_fn()(path, **kwargs)

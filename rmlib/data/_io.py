@@ -1,0 +1,386 @@
+"""Shared reading and validation for the loaders: files, hub-layout folders, the hub itself.
+
+Every loader turns upstream rows into `Pair`s through the same three steps:
+
+1. `rows_for(path, hub_id=..., split=..., config=...)` yields `Row`s (file, 0-based row index,
+   data) from a local file (JSON array, JSONL, .jsonl.gz, parquet), a local folder in the hub's
+   layout (`data/<split>-00000-of-00001.<ext>`, `<config>/<split>.jsonl.gz`, ...), or the hub
+   through `datasets.load_dataset` (users' machines only; offline it fails fast with one line).
+2. A per-source `make(row)` validates the row with `Row`'s helpers (which raise `DataError`
+   naming file, row and field) and returns its pairs, or raises `Drop(reason)` for a row left out
+   by a documented rule (e.g. a tie).
+3. `collect(...)` runs `make` over the rows: with on_error="raise" the first bad row raises; with
+   "skip" bad rows are counted in `LoadResult.skipped` by reason. Nothing is dropped silently.
+"""
+
+from __future__ import annotations
+
+import gzip
+import json
+import random
+import re
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from rmlib.data.pair import DataError, LoadResult, OnError, Pair
+
+DATA_SUFFIXES: tuple[str, ...] = (".parquet", ".jsonl", ".jsonl.gz", ".json", ".json.gz")
+ROLES: frozenset[str] = frozenset({"system", "user", "assistant"})
+_HUB_ID = re.compile(r"^[A-Za-z0-9][\w.-]*/[\w.-]+$")
+_MISSING = object()
+
+# Count key in LoadResult.skipped for each DataError kind (field-specific where it helps).
+_SKIP_KEYS: dict[str, str] = {
+    "missing": "missing field '{field}'",
+    "empty": "empty response",
+    "empty_prompt": "empty prompt",
+    "label": "bad label",
+    "type": "bad type in field '{field}'",
+    "json": "broken JSON",
+    "prefix": "no shared prefix",
+    "messages": "bad messages in field '{field}'",
+    "value": "bad value in field '{field}'",
+}
+
+
+class HubUnavailable(RuntimeError):
+    """The Hugging Face hub could not be reached (offline, no network): one line, with the fix."""
+
+    def __init__(self, hub_id: str, cause: BaseException | None = None):
+        self.hub_id = hub_id
+        why = ""
+        if cause is not None:
+            detail = _first_line(cause)
+            why = f" {type(cause).__name__}: {detail[:120]}" if detail else type(cause).__name__
+        super().__init__(
+            f"cannot load {hub_id!r} from the Hugging Face hub (offline?{why}): "
+            "pass a local copy with --path FILE_OR_DIR (path=... in Python)"
+        )
+
+
+class Drop(Exception):
+    """Raised by a row builder for a row left out by a documented rule (counted in `dropped`)."""
+
+    def __init__(self, reason: str):
+        self.reason = reason
+        super().__init__(reason)
+
+
+# ---------------------------------------------------------------- rows and validation
+
+
+@dataclass(frozen=True)
+class Row:
+    """One upstream record and where it came from (for error messages)."""
+
+    file: str
+    index: int  # 0-based record index in `file` (for JSONL: the line number minus one)
+    data: Any
+    ordinal: int = 0  # running index over all files of the load (stable ids)
+    error: DataError | None = None  # set when the record itself could not be read
+
+    def fail(self, field: str | None, reason: str, kind: str) -> DataError:
+        return DataError(self.file, self.index, field, reason, kind)
+
+    def get(self, field: str) -> Any:
+        """A required field: present and not null."""
+        if not isinstance(self.data, dict):
+            raise self.fail(None, f"row is not an object (got {type(self.data).__name__})", "type")
+        value = self.data.get(field)
+        if value is None:
+            raise self.fail(field, f"missing field '{field}'", "missing")
+        return value
+
+    def opt(self, field: str, default: Any = None) -> Any:
+        return self.data.get(field, default) if isinstance(self.data, dict) else default
+
+    def text(self, field: str, value: Any = _MISSING, *, kind: str = "empty") -> str:
+        """A non-empty string: a response by default; kind="empty_prompt" for a query, "value"
+        for any other field."""
+        v = self.get(field) if value is _MISSING else value
+        if v is None:
+            raise self.fail(field, f"missing field '{field}'", "missing")
+        if not isinstance(v, str):
+            raise self.fail(field, f"expected a string, got {type(v).__name__}", "type")
+        if not v.strip():
+            reason = {"empty": "empty response", "empty_prompt": "empty prompt"}.get(
+                kind, f"empty field '{field}'")
+            raise self.fail(field, reason, kind)
+        return v
+
+    def label(self, field: str, allowed: dict[Any, int], value: Any = _MISSING) -> int:
+        """Map an upstream label to 1/2; anything outside `allowed` is a bad label."""
+        v = self.get(field) if value is _MISSING else value
+        hashable = isinstance(v, str | int | float) and not isinstance(v, bool)
+        if not hashable or v not in allowed:
+            raise self.fail(field, f"label {v!r} not in {sorted(allowed, key=str)}", "label")
+        return allowed[v]
+
+    def messages(self, field: str, value: Any = _MISSING) -> tuple[dict[str, str], ...]:
+        """A non-empty list of {role, content} messages, normalised to exactly those two keys."""
+        v = self.get(field) if value is _MISSING else value
+        if not isinstance(v, list | tuple) or not v:
+            raise self.fail(field, "expected a non-empty list of {role, content} messages",
+                            "messages")
+        out = []
+        for k, m in enumerate(v):
+            role = m.get("role") if isinstance(m, dict) else None
+            content = m.get("content") if isinstance(m, dict) else None
+            if not isinstance(role, str) or role.lower() not in ROLES:
+                raise self.fail(f"{field}[{k}].role", f"bad role {role!r}", "messages")
+            if not isinstance(content, str):
+                raise self.fail(f"{field}[{k}].content", "message content must be a string",
+                                "messages")
+            out.append({"role": role.lower(), "content": content})
+        return tuple(out)
+
+    def context(self, field: str, msgs: Sequence[dict[str, str]]) -> tuple[dict[str, str], ...]:
+        """A judged context: ends with a non-empty user turn."""
+        if not msgs or msgs[-1]["role"] != "user":
+            raise self.fail(field, "context must end with a user message", "messages")
+        self.text(field, msgs[-1]["content"], kind="empty_prompt")
+        return tuple(msgs)
+
+
+def user(content: str) -> tuple[dict[str, str], ...]:
+    """A one-turn context."""
+    return ({"role": "user", "content": content},)
+
+
+def skip_reason(err: DataError) -> str:
+    """The count key of a skipped row in LoadResult.skipped."""
+    return _SKIP_KEYS.get(err.kind, err.kind).format(field=err.field)
+
+
+def place(pid: str, seed: int, chosen: str, rejected: str) -> tuple[str, str, int]:
+    """Seeded slot of the better response: depends only on (seed, pair id), so taking a subset
+    of the data or reordering it never changes a pair's placement. Returns (r1, r2, label)."""
+    if random.Random(f"{seed}:{pid}").random() < 0.5:
+        return chosen, rejected, 1
+    return rejected, chosen, 2
+
+
+def check_on_error(on_error: str) -> None:
+    if on_error not in ("raise", "skip"):
+        raise ValueError(f"on_error must be 'raise' or 'skip', got {on_error!r}")
+
+
+def no_options(source: str, options: dict[str, Any]) -> None:
+    if options:
+        raise ValueError(f"{source}: unknown options {sorted(options)}")
+
+
+def collect(
+    result: LoadResult,
+    rows: Iterable[Row],
+    make: Callable[[Row], Iterable[Pair]],
+    on_error: OnError,
+) -> LoadResult:
+    """Build pairs row by row into `result`, counting every row that gives none."""
+    check_on_error(on_error)
+    for row in rows:
+        result.n_rows += 1
+        try:
+            if row.error is not None:
+                raise row.error
+            result.pairs.extend(make(row))
+        except Drop as d:
+            result.dropped[d.reason] += 1
+        except DataError as e:
+            if on_error == "raise":
+                raise
+            result.skipped[skip_reason(e)] += 1
+    return result
+
+
+# ---------------------------------------------------------------- files
+
+
+def is_data_file(p: Path) -> bool:
+    return p.is_file() and p.name.endswith(DATA_SUFFIXES)
+
+
+def _stem(name: str) -> str:
+    for suf in sorted(DATA_SUFFIXES, key=len, reverse=True):
+        if name.endswith(suf):
+            return name[: -len(suf)]
+    return name
+
+
+def read_file(path: Path, *, start: int = 0) -> Iterator[Row]:
+    """Rows of one local file; `start` offsets `Row.ordinal`. An unreadable file raises
+    DataError (row None); a broken JSON line becomes a Row carrying its error."""
+    name, file = path.name, str(path)
+    if name.endswith(".parquet"):
+        records: Iterable[Any] = _read_parquet(path)
+    elif name.endswith((".jsonl", ".jsonl.gz", ".ndjson")):
+        yield from _read_jsonl(path, start)
+        return
+    elif name.endswith((".json", ".json.gz")):
+        records = _read_json(path)
+        if records is None:  # the hub also names JSON-lines files .json
+            yield from _read_jsonl(path, start)
+            return
+    else:
+        raise DataError(file, None, None, "unsupported file type (expected .json, .jsonl, "
+                        ".jsonl.gz or .parquet)", "read")
+    for i, rec in enumerate(records):
+        yield Row(file, i, rec, start + i)
+
+
+def _open_text(path: Path):
+    return gzip.open(path, "rt", encoding="utf-8") if path.name.endswith(".gz") else open(
+        path, encoding="utf-8")
+
+
+def _read_parquet(path: Path) -> list[Any]:
+    import pyarrow.parquet as pq
+
+    try:
+        return pq.read_table(path).to_pylist()
+    except Exception as e:  # pyarrow raises several unrelated types for a bad file
+        raise DataError(str(path), None, None, f"unreadable parquet file ({e})", "read") from None
+
+
+def _read_json(path: Path) -> list[Any] | None:
+    """A JSON array's records; None when the file is JSON lines after all."""
+    try:
+        with _open_text(path) as f:
+            text = f.read()
+    except (OSError, UnicodeDecodeError) as e:
+        raise DataError(str(path), None, None, f"unreadable file ({e})", "read") from None
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError as e:
+        if e.msg == "Extra data" and text.lstrip().startswith("{"):
+            return None
+        raise DataError(str(path), None, None, f"broken JSON at line {e.lineno} column "
+                        f"{e.colno}: {e.msg}", "json") from None
+    if not isinstance(data, list):
+        raise DataError(str(path), None, None, "expected a JSON array of records, got "
+                        f"{type(data).__name__}", "type")
+    return data
+
+
+def _read_jsonl(path: Path, start: int) -> Iterator[Row]:
+    file = str(path)
+    try:
+        with _open_text(path) as f:
+            lines = f.readlines()
+    except (OSError, UnicodeDecodeError, EOFError) as e:
+        raise DataError(file, None, None, f"unreadable file ({e})", "read") from None
+    n = 0
+    for i, line in enumerate(lines):
+        if not line.strip():
+            continue
+        try:
+            yield Row(file, i, json.loads(line), start + n)
+        except json.JSONDecodeError as e:
+            err = DataError(file, i, None, f"broken JSON line ({e.msg})", "json")
+            yield Row(file, i, None, start + n, error=err)
+        n += 1
+
+
+def split_files(root: Path, split: str | None, config: str | None) -> list[Path]:
+    """The data files of `split` in a local folder of the hub's layout.
+
+    Looked up in order: `<config>/`, `data/<config>/`, `<config>/data/` (when a config is given),
+    then `data/` and the folder itself; a file belongs to the split when its name is `<split>.<ext>`
+    or starts with `<split>-` (e.g. `data/filtered-00000-of-00001.parquet`). With split None, a
+    folder holding data files of one split only is read whole.
+    """
+    dirs = [root / config, root / "data" / config, root / config / "data"] if config else []
+    dirs += [root / "data", root]
+    for d in dirs:
+        if not d.is_dir():
+            continue
+        files = sorted(f for f in d.iterdir() if is_data_file(f))
+        if split is None:
+            hits = files
+        else:
+            hits = [f for f in files if _stem(f.name) == split
+                    or _stem(f.name).startswith(split + "-")]
+        if hits:
+            return hits
+    where = f"config {config!r}, " if config else ""
+    raise FileNotFoundError(f"no data files for {where}split {split!r} under {root} (expected "
+                            f"e.g. data/{split}-00000-of-00001.parquet or {split}.jsonl)")
+
+
+def is_hub_id(path: str) -> bool:
+    return bool(_HUB_ID.match(path)) and not Path(path).expanduser().exists()
+
+
+def chain_files(files: Sequence[Path]) -> Iterator[Row]:
+    """Rows of several files with a running ordinal."""
+    n = 0
+    for f in files:
+        for row in read_file(f, start=n):
+            n += 1
+            yield row
+
+
+def rows_for(
+    path: str | None,
+    *,
+    hub_id: str,
+    split: str | None,
+    config: str | None,
+    config_is_data_dir: bool = False,
+    file_names: Sequence[str] = (),
+) -> tuple[str, Iterator[Row]]:
+    """(path as recorded, rows) for a local file, a local hub-layout folder or a hub id.
+
+    `file_names`: single files the upstream repo keeps at its root (e.g. RM-Bench's
+    `total_dataset.json`), tried in a folder before the split layout.
+    """
+    target = hub_id if path is None else str(path)
+    p = Path(target).expanduser()
+    if p.is_file():
+        return str(p), chain_files([p])
+    if p.is_dir():
+        named = [p / n for n in file_names if (p / n).is_file()]
+        return str(p), chain_files(named or split_files(p, split, config))
+    if is_hub_id(target):
+        return target, hub_rows(target, split=split, config=config,
+                                config_is_data_dir=config_is_data_dir)
+    raise FileNotFoundError(f"no such file or directory: {target}")
+
+
+# ---------------------------------------------------------------- hub
+
+
+def hub_rows(
+    hub_id: str, *, split: str | None, config: str | None, config_is_data_dir: bool = False
+) -> Iterator[Row]:
+    """Rows of `datasets.load_dataset(hub_id, config, split=split)` (HH-RLHF passes its subset
+    folder as data_dir). Loading happens here, eagerly, so an offline hub fails at once."""
+    ds = _load_hub(hub_id, split, config, config_is_data_dir)
+    label = f"{hub_id}[{config + ':' if config else ''}{split}]"
+    return (Row(label, i, rec, i) for i, rec in enumerate(ds))
+
+
+def _load_hub(hub_id: str, split: str | None, config: str | None, data_dir: bool) -> Any:
+    import datasets
+
+    kwargs: dict[str, Any] = {"split": split}
+    if config is not None:
+        kwargs["data_dir" if data_dir else "name"] = config
+    try:
+        return datasets.load_dataset(hub_id, **kwargs)
+    except datasets.exceptions.DatasetNotFoundError as e:
+        raise FileNotFoundError(f"no dataset {hub_id!r} on the Hugging Face hub "
+                                f"({_first_line(e)})") from None
+    except (ConnectionError, TimeoutError) as e:
+        raise HubUnavailable(hub_id, e) from None
+    except Exception as e:
+        # httpx/requests errors are not ConnectionError subclasses; name them by their class
+        if re.search(r"Connect|Timeout|Offline|Network", type(e).__name__):
+            raise HubUnavailable(hub_id, e) from None
+        raise
+
+
+def _first_line(e: BaseException) -> str:
+    return (str(e).strip().splitlines() or [type(e).__name__])[0]
