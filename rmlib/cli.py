@@ -14,12 +14,20 @@ import sys
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from rmlib.config import ConfigError
 from rmlib.data._io import HubUnavailable
 from rmlib.data.pair import DataError
+from rmlib.run import NotebookFailed
 
 EXIT_USAGE = 2
 EXPECTED_ERRORS: tuple[type[BaseException], ...] = (
-    DataError, HubUnavailable, FileNotFoundError, ValueError,
+    DataError,
+    HubUnavailable,
+    FileNotFoundError,
+    ValueError,
+    ConfigError,
+    OSError,
+    NotebookFailed,
 )
 
 
@@ -43,39 +51,214 @@ def _add_data(sub: argparse._SubParsersAction) -> None:
     data = sub.add_parser("data", help="inspect data sources")
     dsub = data.add_subparsers(dest="data_command", metavar="COMMAND", required=True)
     stats = dsub.add_parser(
-        "stats", help="load a source and print its summary as JSON",
+        "stats",
+        help="load a source and print its summary as JSON",
         description="Load a source and print LoadResult.stats() as one JSON object "
-                    f"(sources: {', '.join(SOURCES)}).")
+        f"(sources: {', '.join(SOURCES)}).",
+    )
     stats.add_argument("source", metavar="SOURCE", help=f"one of: {', '.join(SOURCES)}")
-    stats.add_argument("--path", metavar="FILE_OR_DIR",
-                       help="local file or folder of the hub's layout (default: the hub id)")
+    stats.add_argument(
+        "--path",
+        metavar="FILE_OR_DIR",
+        help="local file or folder of the hub's layout (default: the hub id)",
+    )
     stats.add_argument("--config", help="dataset config (HH-RLHF: its data_dir)")
     stats.add_argument("--split", help="split (default: the source's)")
     stats.add_argument("--seed", type=int, default=0, help="placement seed (default 0)")
-    stats.add_argument("--on-error", choices=("raise", "skip"), default="raise",
-                       help="stop at the first bad row, or skip and count it (default raise)")
-    stats.add_argument("-o", "--option", type=_parse_option, action="append", default=[],
-                       metavar="KEY=VALUE", help="a loader option, e.g. drop_ties=false")
+    stats.add_argument(
+        "--on-error",
+        choices=("raise", "skip"),
+        default="raise",
+        help="stop at the first bad row, or skip and count it (default raise)",
+    )
+    stats.add_argument(
+        "-o",
+        "--option",
+        type=_parse_option,
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="a loader option, e.g. drop_ties=false",
+    )
     stats.set_defaults(func=_data_stats)
 
 
 def _data_stats(args: argparse.Namespace) -> int:
     from rmlib.data import load
 
-    result = load(args.source, args.path, split=args.split, config=args.config, seed=args.seed,
-                  on_error=args.on_error, **dict(args.option))
+    result = load(
+        args.source,
+        args.path,
+        split=args.split,
+        config=args.config,
+        seed=args.seed,
+        on_error=args.on_error,
+        **dict(args.option),
+    )
     print(json.dumps(result.stats(), ensure_ascii=False, indent=2))
+    return 0
+
+
+# ---------------------------------------------------------------- rmlib score
+
+
+def _add_score(sub: argparse._SubParsersAction) -> None:
+    score = sub.add_parser(
+        "score",
+        help="score a judge's predictions file the official way",
+        description="Score a predictions file (jsonl or parquet; one row per pair and order: id, "
+        "order, verdict, optional method/subset/label; see docs/architecture.md) with "
+        "the benchmark's official aggregation, bootstrap intervals and consistency.",
+    )
+    score.add_argument("predictions", metavar="PREDICTIONS")
+    score.add_argument("--benchmark", required=True, help="a source name, e.g. rewardbench")
+    score.add_argument(
+        "--path",
+        metavar="DATA",
+        help="benchmark data (when labels are not in the file; default: the hub id)",
+    )
+    score.add_argument("--split", help="benchmark split (default: the source's)")
+    score.add_argument(
+        "--seed",
+        type=int,
+        default=0,
+        help="placement seed the predictions were made with (default 0)",
+    )
+    score.add_argument(
+        "--failure-credit",
+        type=float,
+        default=0.0,
+        help="credit for a parse failure (default 0; upstream RewardBench: 0.5)",
+    )
+    score.add_argument(
+        "--order",
+        choices=("given", "swapped", "both"),
+        default="given",
+        help="which order's rows the accuracy reads (default given)",
+    )
+    score.add_argument("--n-boot", type=int, default=1000, help="bootstrap resamples")
+    score.set_defaults(func=_score)
+
+
+def _score(args: argparse.Namespace) -> int:
+    from rmlib.metrics import score_file
+
+    load_options: dict[str, Any] = {"seed": args.seed}
+    if args.split:
+        load_options["split"] = args.split
+    result = score_file(
+        args.predictions,
+        args.benchmark,
+        args.path,
+        load_options=load_options,
+        failure_credit=args.failure_credit,
+        order=args.order,
+        n_boot=args.n_boot,
+    )
+    print(json.dumps(result, ensure_ascii=False, indent=2, default=str))
+    return 0
+
+
+# ---------------------------------------------------------------- rmlib run / sweep
+
+
+def _set_option(text: str) -> tuple[str, Any]:
+    """KEY=VALUE for a params override, VALUE read as YAML (3, true, [1, 2], 4:1 stays text)."""
+    import yaml
+
+    key, sep, raw = text.partition("=")
+    if not sep or not key:
+        raise argparse.ArgumentTypeError(f"expected dotted.key=VALUE, got {text!r}")
+    return key, yaml.safe_load(raw)
+
+
+def _add_run(sub: argparse._SubParsersAction) -> None:
+    run = sub.add_parser(
+        "run",
+        help="execute the workbook's notebooks for a params file into outputs/<run>/",
+        description="Run the notebooks a params file lists, in order, with papermill, into "
+        "outputs/<run>/; notebooks completed earlier with the same parameters are "
+        "skipped, so re-running resumes.",
+    )
+    run.add_argument("params", metavar="PARAMS.yaml")
+    run.add_argument("--name", help="run name (default: run.name in the params)")
+    run.add_argument(
+        "--set",
+        dest="overrides",
+        type=_set_option,
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="override a parameter, e.g. --set inference.n_samples=4",
+    )
+    run.add_argument(
+        "--dry-run",
+        action="store_true",
+        help="validate the params and print the plan; load no model, touch no network",
+    )
+    run.add_argument("--force", action="store_true", help="re-run completed notebooks too")
+    run.set_defaults(func=_run)
+
+    sweep = sub.add_parser(
+        "sweep",
+        help="one run per point of the params file's sweep grid, then a comparison",
+        description="Expand the params file's `sweep:` grid (dotted key -> list of values) into "
+        "one run per point (completed points are skipped) and write a comparison "
+        "table and figure across the points.",
+    )
+    sweep.add_argument("params", metavar="PARAMS.yaml")
+    sweep.add_argument("--dry-run", action="store_true", help="print the points and their plans")
+    sweep.set_defaults(func=_sweep)
+
+
+def _run(args: argparse.Namespace) -> int:
+    from rmlib import run as runner
+    from rmlib.config import load_config
+
+    overrides = dict(args.overrides)
+    if args.dry_run:
+        cfg = load_config(args.params, overrides)
+        if args.name:
+            cfg.run.name = args.name
+        print(json.dumps(runner.plan(cfg), indent=2))
+        return 0
+    run, results = runner.execute(
+        args.params, name=args.name, overrides=overrides, force=args.force
+    )
+    ran = sum(r.status == "ran" for r in results)
+    print(f"run folder: {run.path}  ({ran} notebooks run, {len(results) - ran} skipped)")
+    report = run.path / "report.md"
+    if report.exists():
+        print(f"report: {report}")
+    return 0
+
+
+def _sweep(args: argparse.Namespace) -> int:
+    from rmlib import run as runner
+    from rmlib.config import load_config, sweep_points
+
+    if args.dry_run:
+        base = load_config(args.params)
+        plans = [
+            {"point": p, "plan": runner.plan(load_config(args.params, p))}
+            for p in sweep_points(base)
+        ]
+        print(json.dumps(plans, indent=2))
+        return 0
+    out = runner.sweep(args.params)
+    print(f"sweep comparison: {out / 'comparison.csv'}")
     return 0
 
 
 # ---------------------------------------------------------------- main
 
-COMMANDS: list[Callable[[argparse._SubParsersAction], None]] = [_add_data]
+COMMANDS: list[Callable[[argparse._SubParsersAction], None]] = [_add_data, _add_score, _add_run]
 
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
-        prog="rmlib", description="Generative reward models with self-reflection (ReflectRM).")
+        prog="rmlib", description="Generative reward models with self-reflection (ReflectRM)."
+    )
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
     for add in COMMANDS:
         add(sub)

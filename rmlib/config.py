@@ -119,7 +119,6 @@ class EvalSection:
         "Which models to evaluate: base, rft (GRPO on Pref. only), unified (Pref.+Refl.).",
         ["base", "unified"],
     )
-    both_orders: bool = doc("Run every pair in both orders (positional consistency).", True)
     n_bootstrap: int = doc("Bootstrap resamples for confidence intervals.", 1000)
     failure_credit: float = doc(
         "Credit for a pair whose prediction is a parse failure (upstream RewardBench uses 0.5).",

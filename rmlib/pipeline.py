@@ -1,0 +1,530 @@
+"""The workbook's steps: what each notebook calls, reading and writing tables in the run folder.
+
+Each step is idempotent and resumable: it reads its inputs from the run folder, goes through the
+generation store for every generation, and writes its outputs as parquet tables. Any step can be
+re-run alone once its inputs exist; any plot can be redrawn from the tables.
+
+Models of a run: `base` is the backbone (after the format warm-up when the profile needs one,
+saved to models/base), `rft` is base + a GRPO adapter trained on Pref. only (the paper's
+baseline), `unified` is base + a GRPO adapter trained on the Pref.+Refl. mix (ReflectRM).
+"""
+
+from __future__ import annotations
+
+import json
+import random
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from rmlib import data as datasets_
+from rmlib.config import DatasetSpec, RunConfig
+from rmlib.data.pair import LoadResult, Pair
+from rmlib.run_folder import RunFolder
+
+MODELS = ("base", "rft", "unified")
+
+
+# ---- 01 data ------------------------------------------------------------------------------------
+
+
+def load_split(spec: DatasetSpec, seed: int) -> LoadResult:
+    """Load one dataset spec and subsample it (seeded, whole groups kept together)."""
+    result = datasets_.load(
+        spec.source,
+        spec.path,
+        split=spec.split,
+        config=spec.config,
+        seed=seed,
+        on_error=spec.on_error,
+        **spec.options,
+    )
+    if spec.n is not None and spec.n < len(result.pairs):
+        result.pairs = subsample(result.pairs, spec.n, seed)
+    return result
+
+
+def group_of(pair: Pair) -> str:
+    """Pairs that must stay together when subsampling: an RM-Bench prompt's nine cells, an RMB
+    best-of-N item's loser pairs. Everything else is its own group."""
+    return str(
+        pair.meta.get("group") or pair.meta.get("bon_uid") or pair.meta.get("prompt_id") or pair.id
+    )
+
+
+def subsample(pairs: Sequence[Pair], n: int, seed: int) -> list[Pair]:
+    """About n pairs drawn at random by whole groups, in their original order."""
+    groups: dict[str, list[int]] = {}
+    for i, p in enumerate(pairs):
+        groups.setdefault(group_of(p), []).append(i)
+    order = sorted(groups)
+    random.Random(seed).shuffle(order)
+    keep: list[int] = []
+    for g in order:
+        if len(keep) >= n:
+            break
+        keep.extend(groups[g])
+    return [pairs[i] for i in sorted(keep)]
+
+
+def load_data(cfg: RunConfig, run: RunFolder) -> pd.DataFrame:
+    """Load the training source and every evaluation set; write pairs_train / pairs_eval.
+
+    Returns one summary row per set (counts, subsets, label balance, skipped and dropped rows).
+    """
+    seed = cfg.data.subsample_seed if cfg.data.subsample_seed is not None else cfg.run.seed
+    rows, eval_pairs = [], []
+    for role, spec in [("train", cfg.data.train), *[("eval", s) for s in cfg.data.eval]]:
+        result = load_split(spec, seed)
+        if spec.path:
+            run.record_data_file(spec.path)
+        stats = result.stats()
+        # dict-valued stats are stored as JSON text: parquet cannot hold empty structs
+        rows.append(
+            {
+                "role": role,
+                **{k: json.dumps(v) if isinstance(v, dict) else v for k, v in stats.items()},
+            }
+        )
+        if role == "train":
+            run.write_table("pairs_train", pairs_frame(result.pairs))
+        else:
+            eval_pairs.extend(result.pairs)
+    run.write_table("pairs_eval", pairs_frame(eval_pairs))
+    summary = pd.DataFrame(rows)
+    run.write_table("data_summary", summary)
+    return summary
+
+
+def pairs_frame(pairs: Sequence[Pair]) -> pd.DataFrame:
+    return pd.DataFrame([p.to_row() for p in pairs])
+
+
+def read_pairs(run: RunFolder, name: str) -> list[Pair]:
+    return [Pair.from_row(r) for r in run.read_table(name).to_dict("records")]
+
+
+def length_table(pairs: Sequence[Pair], tokenizer: Any | None = None) -> pd.DataFrame:
+    """Per pair: lengths of the two responses (characters, and tokens when a tokenizer is given),
+    and the better response's slot, for the data and bias notebooks."""
+    rows = []
+    for p in pairs:
+        row = {
+            "key": p.key,
+            "source": p.source,
+            "subset": p.subset,
+            "label": p.label,
+            "len1": len(p.response1),
+            "len2": len(p.response2),
+        }
+        if tokenizer is not None:
+            row["tok1"] = len(tokenizer(p.response1, add_special_tokens=False)["input_ids"])
+            row["tok2"] = len(tokenizer(p.response2, add_special_tokens=False)["input_ids"])
+        rows.append(row)
+    df = pd.DataFrame(rows)
+    df["len_chosen"] = df.len1.where(df.label == 1, df.len2)
+    df["len_rejected"] = df.len2.where(df.label == 1, df.len1)
+    return df
+
+
+# ---- models and backends -------------------------------------------------------------------------
+
+
+@dataclass
+class ModelRef:
+    """Where one of the run's models lives: weights (+ an adapter) and how to load them."""
+
+    name: str
+    path: str
+    adapter: str | None
+    precision: str
+
+    @property
+    def identity(self) -> str:
+        from rmlib.models import model_identity
+
+        return model_identity(self.path, precision=self.precision, adapter=self.adapter)
+
+
+def base_path(cfg: RunConfig, run: RunFolder) -> str:
+    """The base model: the warmed-up checkpoint when the profile has a warm-up, else backbone."""
+    if cfg.warmup.enabled:
+        merged = run.path / "models" / "base"
+        if not (merged / "config.json").exists():
+            raise FileNotFoundError(
+                f"{merged} is missing: the format warm-up (notebook 02_rollouts) has not run"
+            )
+        return str(merged)
+    return cfg.model.backbone
+
+
+def model_ref(cfg: RunConfig, run: RunFolder, name: str) -> ModelRef:
+    if name not in MODELS:
+        raise ValueError(f"unknown model {name!r}; one of {MODELS}")
+    adapter = None
+    if name != "base":
+        adapter_dir = run.adapter_dir(name)
+        if not (adapter_dir / "adapter_config.json").exists():
+            raise FileNotFoundError(
+                f"{adapter_dir} holds no adapter: train '{name}' first (notebook 03_training)"
+            )
+        adapter = str(adapter_dir)
+    return ModelRef(name, base_path(cfg, run), adapter, cfg.model.precision)
+
+
+def backend(cfg: RunConfig, run: RunFolder, ref: ModelRef):
+    """(stored backend, tokenizer) for one model: every generation goes through the run's store."""
+    from rmlib.generation.hf import HFBackend
+    from rmlib.generation.store import CachedBackend, GenerationStore
+    from rmlib.models import load_backbone
+
+    model, tokenizer = load_backbone(
+        ref.path,
+        precision=ref.precision,
+        adapter=ref.adapter,
+        trust_remote_code=cfg.model.trust_remote_code,
+    )
+    hf = HFBackend(
+        model,
+        tokenizer,
+        identity=ref.identity,
+        max_batch_tokens=cfg.generation.max_batch_tokens,
+        max_batch_size=cfg.generation.max_batch_size,
+        progress=cfg.generation.progress,
+    )
+    store = GenerationStore(run.path / cfg.generation.store)
+    return CachedBackend(hf, store), tokenizer
+
+
+def prompt_budget(cfg: RunConfig):
+    from rmlib.prompts import PromptBudget
+
+    return PromptBudget(max_prompt_tokens=cfg.prompts.max_prompt_tokens)
+
+
+# ---- 02 rollouts and mixes ---------------------------------------------------------------------
+
+
+def format_warmup(cfg: RunConfig, run: RunFolder) -> pd.DataFrame:
+    """The supervised format warm-up (profiles with warmup.enabled), merged into models/base.
+
+    Skipped when models/base already holds a complete checkpoint. The merge is written to a
+    temporary folder and renamed, so an interrupted merge is never mistaken for a finished one.
+    """
+    import shutil
+
+    from rmlib.training.sft import run_warmup, warmup_pairs
+
+    summary_file = run.path / "models" / "warmup.json"
+    if not cfg.warmup.enabled:
+        print("this profile has no format warm-up: base = the backbone as it is")
+        return pd.DataFrame()
+    merged = run.path / "models" / "base"
+    if (merged / "config.json").exists() and summary_file.exists():
+        print(f"warm-up already done: {merged}")
+        return pd.DataFrame([json.loads(summary_file.read_text())])
+    pairs = warmup_pairs(cfg.warmup, seed=cfg.run.seed)
+    tmp = merged.with_name("base.partial")
+    shutil.rmtree(tmp, ignore_errors=True)
+    result = run_warmup(
+        pairs,
+        cfg.warmup,
+        run.adapter_dir("warmup"),
+        backbone=cfg.model.backbone,
+        seed=cfg.run.seed,
+        budget=prompt_budget(cfg),
+        merged_dir=tmp,
+        trust_remote_code=cfg.model.trust_remote_code,
+    )
+    shutil.rmtree(merged, ignore_errors=True)
+    tmp.rename(merged)
+    summary = {
+        "backbone": cfg.model.backbone,
+        "examples": result.n_examples,
+        "steps": result.steps,
+        "train_loss": result.train_loss,
+        "merged": str(merged),
+    }
+    summary_file.write_text(json.dumps(summary, indent=2))
+    return pd.DataFrame([summary])
+
+
+def training_rollouts(cfg: RunConfig, run: RunFolder) -> pd.DataFrame:
+    """N judgments of every training pair by the base model (stored; resumable): rollouts_train."""
+    from rmlib.generation.base import SamplingParams
+    from rmlib.judge import judge_pairs
+
+    pairs = read_pairs(run, "pairs_train")
+    gen, tokenizer = backend(cfg, run, model_ref(cfg, run, "base"))
+    params = SamplingParams(
+        max_new_tokens=cfg.rollouts.max_new_tokens,
+        do_sample=True,
+        temperature=cfg.rollouts.temperature,
+        seed=cfg.run.seed,
+    )
+    df = judge_pairs(
+        pairs,
+        gen,
+        tokenizer,
+        n=cfg.rollouts.n_samples,
+        params=params,
+        budget=prompt_budget(cfg),
+        confidence_fraction=cfg.inference.confidence_fraction,
+    )
+    run.write_table("rollouts_train", df)
+    return df
+
+
+def rollout_summary(rollouts: pd.DataFrame) -> pd.DataFrame:
+    """Share parsed, accuracy among parsed, and failures by kind, over all rollouts."""
+    parsed = rollouts["failure"].isna()
+    row = {
+        "rollouts": len(rollouts),
+        "pairs": rollouts["key"].nunique(),
+        "parsed": int(parsed.sum()),
+        "parse_rate": float(parsed.mean()) if len(rollouts) else None,
+        "accuracy_of_parsed": float(rollouts.loc[parsed, "correct"].mean())
+        if parsed.any()
+        else None,
+        "truncated_prompts": int(rollouts.get("truncated_prompt", pd.Series(dtype=bool)).sum()),
+    }
+    row.update({f"failure:{k}": int(v) for k, v in rollouts["failure"].value_counts().items()})
+    return pd.DataFrame([row])
+
+
+def trained_models(cfg: RunConfig) -> list[str]:
+    """The models this profile trains (every evaluated model but base)."""
+    return [m for m in cfg.eval.models if m != "base"]
+
+
+MIX_VARIANT = {"unified": "mix", "rft": "pref_only"}
+
+
+def mix_dir(run: RunFolder, model: str) -> Path:
+    return run.path / "mixes" / model
+
+
+def build_mixes(cfg: RunConfig, run: RunFolder) -> pd.DataFrame:
+    """The training set of every trained model from the base model's rollouts, saved under
+    mixes/<model>/ (a TRL-ready dataset with provenance); returns the paper-style counts table."""
+    from dataclasses import replace
+
+    from rmlib.models import load_tokenizer
+    from rmlib.training.mix import build_mix
+
+    rollouts = run.read_table("rollouts_train")
+    pairs = read_pairs(run, "pairs_train")
+    tokenizer = load_tokenizer(base_path(cfg, run), trust_remote_code=cfg.model.trust_remote_code)
+    tables = []
+    for model in trained_models(cfg):
+        mix_cfg = replace(cfg.mix, variant=MIX_VARIANT[model])
+        mix = build_mix(
+            rollouts,
+            pairs,
+            tokenizer,
+            mix_cfg,
+            budget=prompt_budget(cfg),
+            seed=cfg.run.seed,
+            backbone=cfg.model.backbone,
+        )
+        mix.save(mix_dir(run, model))
+        table = mix.counts_table()
+        table.insert(0, "model", model)
+        tables.append(table)
+    counts = pd.concat(tables, ignore_index=True) if tables else pd.DataFrame()
+    run.write_table("mix_counts", counts)
+    return counts
+
+
+# ---- 03 training --------------------------------------------------------------------------------
+
+
+def training_dir(run: RunFolder, model: str) -> Path:
+    return run.path / "training" / model
+
+
+def train_all(cfg: RunConfig, run: RunFolder) -> pd.DataFrame:
+    """GRPO for every trained model (resuming from its last checkpoint); the final adapter and
+    its model card are copied to adapters/<model>/. Returns one summary row per model."""
+    rows = [train(cfg, run, m) for m in trained_models(cfg)]
+    return pd.DataFrame(rows)
+
+
+def train(cfg: RunConfig, run: RunFolder, model: str) -> dict[str, Any]:
+    import shutil
+
+    from rmlib.training.grpo import train_grpo
+    from rmlib.training.mix import load_mix
+
+    dest = run.adapter_dir(model)
+    done = dest / "adapter_config.json"
+    if done.exists():
+        return {"model": model, "status": "done earlier", "adapter": str(dest)}
+    dataset, provenance = load_mix(mix_dir(run, model))
+    if len(dataset) == 0:
+        raise ValueError(
+            f"the '{model}' training mix is empty (no pair had a wrong rollout): nothing to "
+            "train on; use more training pairs or more rollouts per pair"
+        )
+    out = train_grpo(
+        dataset,
+        cfg.grpo,
+        training_dir(run, model),
+        backbone=base_path(cfg, run),
+        precision=cfg.model.train_precision,
+        trust_remote_code=cfg.model.trust_remote_code,
+        seed=cfg.run.seed,
+        provenance=provenance,
+    )
+    tmp = dest.with_name(dest.name + ".partial")
+    shutil.rmtree(tmp, ignore_errors=True)
+    tmp.mkdir(parents=True)
+    for f in Path(out).iterdir():
+        if f.is_file():
+            shutil.copy2(f, tmp / f.name)
+    shutil.rmtree(dest, ignore_errors=True)
+    tmp.rename(dest)
+    return {"model": model, "status": "trained", "items": len(dataset), "adapter": str(dest)}
+
+
+def training_log(cfg: RunConfig, run: RunFolder) -> pd.DataFrame:
+    """Every trained model's progress table (step, reward, parse failures, KL), one `variant`
+    column per model."""
+    from rmlib.training.grpo import progress_table
+
+    frames = []
+    for model in trained_models(cfg):
+        try:
+            df = progress_table(training_dir(run, model))
+        except FileNotFoundError:
+            continue
+        df.insert(0, "variant", model)
+        frames.append(df)
+    return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
+
+
+# ---- 04 inference -------------------------------------------------------------------------------
+
+
+def evaluate(cfg: RunConfig, run: RunFolder, model: str) -> dict[str, Any]:
+    """Two-stage inference and every baseline for one model on the evaluation pairs.
+
+    Writes tables rollouts_<model>, greedy_<model>, reflections_<model>, predictions_<model>;
+    returns the call and failure counts (also merged into metrics.json under counts_<model>).
+    """
+    from rmlib.reflect import run_reflectrm
+
+    ref = model_ref(cfg, run, model)
+    pairs = read_pairs(run, "pairs_eval")
+    infer = cfg.inference
+    gen, tokenizer = backend(cfg, run, ref)
+    result = run_reflectrm(pairs, gen, tokenizer, infer, prompt_budget(cfg))
+    for name, table in result.tables().items():
+        run.write_table(f"{name}_{model}", table)
+    counts = {**result.counts, "store": dict(getattr(gen, "stats", {}) or {}), "model": asdict(ref)}
+    run.update_metrics(f"counts_{model}", counts)
+    return counts
+
+
+def evaluated_models(cfg: RunConfig, run: RunFolder) -> list[str]:
+    return [m for m in cfg.eval.models if run.has_table(f"predictions_{m}")]
+
+
+def all_predictions(cfg: RunConfig, run: RunFolder) -> pd.DataFrame:
+    """Every model's predictions in one table, with a `model` column."""
+    frames = []
+    for m in evaluated_models(cfg, run):
+        df = run.read_table(f"predictions_{m}")
+        df.insert(0, "model", m)
+        frames.append(df)
+    if not frames:
+        raise FileNotFoundError(f"{run.path}: no predictions yet: run 04_inference first")
+    return pd.concat(frames, ignore_index=True)
+
+
+def read_model_tables(run: RunFolder, model: str) -> dict[str, pd.DataFrame]:
+    names = ("rollouts", "greedy", "reflections", "predictions")
+    return {n: run.read_table(f"{n}_{model}") for n in names if run.has_table(f"{n}_{model}")}
+
+
+def adapter_exists(run: RunFolder, name: str) -> bool:
+    return (Path(run.adapter_dir(name)) / "adapter_config.json").exists()
+
+
+def runnable_models(cfg: RunConfig, run: RunFolder) -> list[str]:
+    """The profile's evaluation models whose weights exist in this run (an adapter not trained is
+    reported, not silently skipped: the caller prints what was left out)."""
+    ready = [m for m in cfg.eval.models if m == "base" or adapter_exists(run, m)]
+    missing = [m for m in cfg.eval.models if m not in ready]
+    if missing:
+        print(f"not evaluated (no trained adapter in {run.path / 'adapters'}): {missing}")
+    return ready
+
+
+def counts_table(counts: dict[str, dict[str, Any]]) -> pd.DataFrame:
+    """Calls, parse failures and truncations per model, one row per count."""
+    rows = []
+    for model, c in counts.items():
+        for key, value in c.items():
+            if isinstance(value, int | float):
+                rows.append({"model": model, "count": key, "value": value})
+            elif isinstance(value, dict) and key != "model":
+                for sub, v in value.items():
+                    rows.append({"model": model, "count": f"{key}.{sub}", "value": v})
+    if not rows:
+        return pd.DataFrame(columns=["count"])
+    return pd.DataFrame(rows).pivot(index="count", columns="model", values="value")
+
+
+def examples(pairs: Sequence[Pair], per_source: int = 1, max_chars: int = 400) -> pd.DataFrame:
+    """The first pair(s) of each source, texts shortened for display."""
+    seen: dict[str, int] = {}
+    rows = []
+    for p in pairs:
+        if seen.get(p.source, 0) >= per_source:
+            continue
+        seen[p.source] = seen.get(p.source, 0) + 1
+        rows.append(
+            {
+                "source": p.source,
+                "subset": p.subset,
+                "label": p.label,
+                "query": _short(p.query, max_chars),
+                "response1": _short(p.response1, max_chars),
+                "response2": _short(p.response2, max_chars),
+            }
+        )
+    return pd.DataFrame(rows)
+
+
+def _short(text: str, n: int) -> str:
+    return text if len(text) <= n else text[: n - 1] + "…"
+
+
+def worked_example(run: RunFolder, model: str, key: str | None = None) -> pd.DataFrame:
+    """One pair's stage 1 (verdicts, confidence, anchor) and stage 2 (who beat the anchor).
+
+    Picks the first pair with at least one reflection call unless `key` is given.
+    """
+    t = read_model_tables(run, model)
+    rollouts, refl, preds = t["rollouts"], t.get("reflections"), t["predictions"]
+    if key is None:
+        has_refl = refl is not None and len(refl)
+        key = refl["key"].iloc[0] if has_refl else rollouts["key"].iloc[0]
+    r = rollouts[rollouts.key == key][
+        ["sample", "choice", "failure", "correct", "confidence", "n_tokens"]
+    ].copy()
+    final = preds[(preds.key == key) & (preds.method == "reflectrm")]
+    anchor = final["anchor"].iloc[0] if len(final) else None
+    r["role"] = ["anchor" if s == anchor else "" for s in r["sample"]]
+    if refl is not None and len(refl):
+        mine = refl[(refl.key == key) & (refl.method == "reflectrm")]
+        wins = dict(zip(mine["i"], mine["other_wins"], strict=True))
+        r["beats_anchor"] = [wins.get(s) for s in r["sample"]]
+    label = rollouts[rollouts.key == key]["label"].iloc[0]
+    verdict = final["verdict"].iloc[0] if len(final) else None
+    print(f"pair {key}: label {label}; ReflectRM verdict {verdict}")
+    return r.set_index("sample")

@@ -1,0 +1,302 @@
+"""Papermill orchestration: params file → executed notebooks in outputs/<run>/.
+
+`execute()` runs the profile's notebooks in order, each with papermill parameters `run_dir`, and
+skips a notebook already completed under the same parameters (papermill itself has no resume).
+Generation inside a notebook resumes through the generation store, so a killed run loses at most
+the batch in flight.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import os
+import platform
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+from importlib import metadata
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from rmlib.config import RunConfig, describe, load_config, sweep_points
+from rmlib.run_folder import RunFolder, project_root
+
+log = logging.getLogger("rmlib.run")
+
+LIBRARIES = [
+    "torch",
+    "transformers",
+    "peft",
+    "trl",
+    "accelerate",
+    "bitsandbytes",
+    "datasets",
+    "tokenizers",
+    "papermill",
+    "pandas",
+    "numpy",
+    "rmlib",
+]
+
+
+class NotebookFailed(RuntimeError):
+    """A notebook raised; names the notebook, the cell and the executed copy to open."""
+
+
+def params_hash(cfg: RunConfig) -> str:
+    blob = json.dumps(cfg.to_dict(), sort_keys=True, default=str)
+    return hashlib.sha256(blob.encode()).hexdigest()[:16]
+
+
+def manifest(cfg: RunConfig) -> dict[str, Any]:
+    """What a run needs to be reproduced: params, versions, commit, prompt version, hardware."""
+    from rmlib.prompts import PROMPT_VERSION
+
+    versions = {}
+    for lib in LIBRARIES:
+        try:
+            versions[lib] = metadata.version(lib)
+        except metadata.PackageNotFoundError:
+            versions[lib] = None
+    return {
+        "params": cfg.to_dict(),
+        "params_source": cfg.source,
+        "params_hash": params_hash(cfg),
+        "versions": versions,
+        "python": sys.version.split()[0],
+        "git": _git_state(),
+        "prompt_version": PROMPT_VERSION,
+        "hardware": _hardware(),
+        "created": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+    }
+
+
+def _git_state() -> dict[str, Any]:
+    root = project_root()
+    try:
+        commit = subprocess.run(
+            ["git", "rev-parse", "HEAD"], cwd=root, capture_output=True, text=True, check=True
+        ).stdout.strip()
+        dirty = subprocess.run(
+            ["git", "status", "--porcelain", "--untracked-files=no"],
+            cwd=root,
+            capture_output=True,
+            text=True,
+        ).stdout.strip()
+        return {"commit": commit, "dirty": bool(dirty)}
+    except (OSError, subprocess.CalledProcessError):
+        return {"commit": None, "dirty": None}
+
+
+def _hardware() -> dict[str, Any]:
+    import torch
+
+    gpus = [torch.cuda.get_device_name(i) for i in range(torch.cuda.device_count())]
+    return {
+        "platform": platform.platform(),
+        "cpu_count": os.cpu_count(),
+        "torch_threads": torch.get_num_threads(),
+        "gpus": gpus,
+    }
+
+
+@dataclass
+class NotebookResult:
+    name: str
+    status: str  # "ran" | "skipped"
+    seconds: float
+
+
+def execute(
+    params_file: str | Path,
+    *,
+    name: str | None = None,
+    overrides: dict[str, Any] | None = None,
+    force: bool = False,
+    progress: bool = True,
+) -> tuple[RunFolder, list[NotebookResult]]:
+    """Run a profile's notebooks in order into outputs/<name>/, resuming completed ones."""
+    import papermill as pm
+    from papermill.exceptions import PapermillExecutionError
+
+    cfg = load_config(params_file, overrides)
+    if name:
+        cfg.run.name = name
+    run = RunFolder(Path(cfg.run.output_root) / cfg.run.name)
+    _start_log(run)
+    run.write_params(cfg)
+    (run.path / "manifest.json").write_text(json.dumps(manifest(cfg), indent=2, default=str))
+    state = _read_state(run)
+    phash = params_hash(cfg)
+    results: list[NotebookResult] = []
+    for nb in cfg.run.notebooks:
+        src = project_root() / "notebooks" / f"{nb}.ipynb"
+        if not src.exists():
+            raise NotebookFailed(f"notebook {src} does not exist (run.notebooks in {params_file})")
+        done = state.get(nb, {})
+        if not force and done.get("status") == "completed" and done.get("params_hash") == phash:
+            log.info("skip %s: completed earlier with the same parameters", nb)
+            results.append(NotebookResult(nb, "skipped", 0.0))
+            continue
+        dest = run.path / "notebooks" / f"{nb}.ipynb"
+        log.info("run %s -> %s", nb, dest)
+        t0 = time.time()
+        try:
+            pm.execute_notebook(
+                str(src),
+                str(dest),
+                parameters={"run_dir": str(run.path.resolve())},
+                kernel_name="python3",
+                cwd=str(project_root() / "notebooks"),
+                progress_bar=progress,
+                log_output=False,
+            )
+        except PapermillExecutionError as e:
+            state[nb] = {"status": "failed", "params_hash": phash, "cell_index": e.cell_index}
+            _write_state(run, state)
+            msg = (
+                f"notebook {nb} failed in cell {e.cell_index} (execution count {e.exec_count}): "
+                f"{e.ename}: {e.evalue}. Executed copy with the traceback: {dest}"
+            )
+            log.error(msg)
+            raise NotebookFailed(msg) from None
+        seconds = time.time() - t0
+        state[nb] = {"status": "completed", "params_hash": phash, "seconds": round(seconds, 1)}
+        _write_state(run, state)
+        log.info("done %s in %.1f s", nb, seconds)
+        results.append(NotebookResult(nb, "ran", seconds))
+    return run, results
+
+
+def _start_log(run: RunFolder) -> None:
+    handler = logging.FileHandler(run.path / "run.log")
+    handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(message)s"))
+    log.handlers = [handler, logging.StreamHandler(sys.stderr)]
+    log.setLevel(logging.INFO)
+    log.propagate = False
+
+
+def _read_state(run: RunFolder) -> dict[str, Any]:
+    path = run.path / "state.json"
+    return json.loads(path.read_text()) if path.exists() else {}
+
+
+def _write_state(run: RunFolder, state: dict[str, Any]) -> None:
+    (run.path / "state.json").write_text(json.dumps(state, indent=2))
+
+
+# ---- dry run ------------------------------------------------------------------------------------
+
+# Published sizes of hub-only sets (benchmarks.md), used when the data is not on this machine.
+PUBLISHED_PAIRS = {
+    "rewardbench": 2985,
+    "rm-bench": 1327 * 9,
+    "rmb": 17131,
+    "ppe": 16038,
+    "judgebench": 350,
+    "helpsteer3": 38459,
+    "skywork": 77016,
+    "hh-rlhf": 2312,
+    "llmbar": 419,
+}
+
+
+def plan(cfg: RunConfig) -> dict[str, Any]:
+    """What a run will do, computed without loading a model or touching the network.
+
+    Pair counts come from `n` when set, else from the published size of the set (an upper bound
+    for the evaluation: ties dropped at load time are not known in advance). Token figures are
+    upper bounds: every generation is counted at its max_new_tokens.
+    """
+    inf, ro = cfg.inference, cfg.rollouts
+    n_train = _pairs(cfg.data.train)
+    gens = {"rollouts": n_train * ro.n_samples}
+    tokens = {"rollouts": gens["rollouts"] * ro.max_new_tokens}
+    orders = 2 if inf.both_orders else 1
+    per_pair = 1 + inf.n_samples + (inf.n_samples - 1) * (2 if inf.run_random_anchor else 1)
+    eval_sets = {}
+    for spec in cfg.data.eval:
+        n = _pairs(spec)
+        eval_sets[spec.source] = n
+        for model in cfg.eval.models:
+            k = f"eval/{model}/{spec.source}"
+            gens[k] = n * orders * per_pair
+            tokens[k] = (
+                n
+                * orders
+                * (
+                    (1 + inf.n_samples) * inf.max_new_tokens
+                    + (inf.n_samples - 1)
+                    * (2 if inf.run_random_anchor else 1)
+                    * inf.reflection_max_new_tokens
+                )
+            )
+    return {
+        "run": cfg.run.name,
+        "notebooks": cfg.run.notebooks,
+        "backbone": cfg.model.backbone,
+        "train_pairs": {cfg.data.train.source: n_train},
+        "eval_pairs": eval_sets,
+        "generations": gens,
+        "generations_total": sum(gens.values()),
+        "generated_tokens_upper_bound": sum(tokens.values()),
+        "parameters": len(describe(cfg)),
+    }
+
+
+def _pairs(spec) -> int:
+    if spec.n is not None:
+        return spec.n
+    if spec.source == "demo":
+        from rmlib.data.demo import default_size
+
+        return default_size(spec.split or "eval")
+    return PUBLISHED_PAIRS.get(spec.source, 0)
+
+
+# ---- sweeps -------------------------------------------------------------------------------------
+
+
+def point_name(base: str, point: dict[str, Any]) -> str:
+    parts = [f"{k.split('.')[-1]}={v}" for k, v in point.items()]
+    return "-".join([base, *parts]).replace("/", "_").replace(" ", "")
+
+
+def sweep(params_file: str | Path, *, progress: bool = True) -> Path:
+    """One run per grid point (skipping completed ones), then a comparison table across points."""
+    import pandas as pd
+
+    base = load_config(params_file)
+    points = sweep_points(base)
+    if not points:
+        raise ValueError(f"{params_file}: no 'sweep:' grid to expand")
+    rows = []
+    for point in points:
+        name = point_name(base.run.name, point)
+        run, _ = execute(params_file, name=name, overrides=point, progress=progress)
+        row = {**point, "run": name}
+        row.update(_flat_headlines(run.metrics()))
+        rows.append(row)
+    out = Path(base.run.output_root) / f"{base.run.name}-sweep"
+    out.mkdir(parents=True, exist_ok=True)
+    table = pd.DataFrame(rows)
+    table.to_csv(out / "comparison.csv", index=False)
+    (out / "sweep.yaml").write_text(yaml.safe_dump({"points": points}, sort_keys=False))
+    from rmlib.plots import sweep_figure
+
+    sweep_figure(table, list(base.sweep), out / "comparison")
+    return out
+
+
+def _flat_headlines(metrics: dict[str, Any]) -> dict[str, Any]:
+    """The `headline` section of metrics.json, flattened to one level for a comparison table."""
+    flat = {}
+    for key, value in (metrics.get("headline") or {}).items():
+        if isinstance(value, int | float | str) or value is None:
+            flat[key] = value
+    return flat

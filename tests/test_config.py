@@ -1,0 +1,67 @@
+"""The run config: strict keys, documented fields, every profile valid, sweeps expand."""
+
+from pathlib import Path
+
+import pytest
+
+from rmlib.config import ConfigError, config_from_dict, describe, load_config, sweep_points
+
+ROOT = Path(__file__).resolve().parents[1]
+PROFILES = sorted((ROOT / "params").glob("*.yaml"))
+
+
+def test_profiles_exist():
+    names = {p.stem for p in PROFILES}
+    assert {"demo", "smoke", "qwen3-4b-quick", "qwen3-4b-paper"} <= names
+
+
+@pytest.mark.parametrize("path", PROFILES, ids=lambda p: p.stem)
+def test_every_profile_loads_and_every_field_is_documented(path):
+    cfg = load_config(path)
+    rows = describe(cfg)
+    undocumented = [r["key"] for r in rows if not r["doc"]]
+    assert not undocumented, f"{path.name}: fields without a doc: {undocumented}"
+    assert cfg.run.name == path.stem
+
+
+def test_unknown_key_names_file_and_dotted_key(tmp_path):
+    p = tmp_path / "bad.yaml"
+    p.write_text("inference:\n  n_sample: 4\n")
+    with pytest.raises(ConfigError, match=r"bad.yaml: unknown key 'inference.n_sample'"):
+        load_config(p)
+
+
+def test_unknown_section_and_wrong_type(tmp_path):
+    with pytest.raises(ConfigError, match="unknown section 'infer'"):
+        config_from_dict({"infer": {}})
+    with pytest.raises(ConfigError, match="'rollouts.n_samples' must be int"):
+        config_from_dict({"rollouts": {"n_samples": "eight"}})
+    with pytest.raises(ConfigError, match=r"'data.eval\[0\].nn'"):
+        config_from_dict({"data": {"eval": [{"source": "demo", "nn": 3}]}})
+
+
+def test_invalid_value_is_rejected_by_the_section():
+    with pytest.raises(ConfigError, match="inference"):
+        config_from_dict({"inference": {"n_samples": 0}})
+
+
+def test_overrides_and_ints_for_floats(tmp_path):
+    cfg = load_config(ROOT / "params" / "smoke.yaml", {"inference.n_samples": 3, "grpo.beta": 0})
+    assert cfg.inference.n_samples == 3
+    assert cfg.grpo.beta == 0.0 and isinstance(cfg.grpo.beta, float)
+
+
+def test_defaults_match_the_paper_where_it_states_them():
+    cfg = config_from_dict({})
+    assert cfg.inference.n_samples == 8 and cfg.inference.temperature == 1.0
+    assert cfg.inference.confidence_fraction == 0.10
+    assert cfg.rollouts.n_samples == 8 and cfg.mix.ratio == "4:1"
+    assert cfg.grpo.num_generations == 8 and cfg.grpo.beta == 1e-3
+    assert cfg.grpo.max_completion_length == 1024 and cfg.model.enable_thinking is False
+
+
+def test_sweep_grid_expands():
+    cfg = config_from_dict({"sweep": {"mix.ratio": ["1:0", "4:1"], "inference.n_samples": [2, 4]}})
+    points = sweep_points(cfg)
+    assert len(points) == 4
+    assert {"mix.ratio": "1:0", "inference.n_samples": 4} in points

@@ -1,0 +1,76 @@
+"""The papermill runner: plan without models, resume by params hash, clear failure messages."""
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from rmlib import run as runner
+from rmlib.config import load_config
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def _cli(*args: str, cwd: Path) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, "-m", "rmlib", *args], cwd=cwd, capture_output=True, text=True, timeout=600
+    )
+
+
+@pytest.mark.parametrize("profile", ["demo", "smoke", "qwen3-4b-quick", "qwen3-4b-paper"])
+def test_dry_run_plans_every_profile_offline(profile):
+    out = _cli("run", f"params/{profile}.yaml", "--dry-run", cwd=ROOT)
+    assert out.returncode == 0, out.stderr
+    plan = json.loads(out.stdout)
+    assert plan["run"] == profile
+    assert plan["generations_total"] > 0 and plan["generated_tokens_upper_bound"] > 0
+    assert "01_data" in plan["notebooks"]
+    assert "torch" not in out.stderr.lower() or "error" not in out.stderr.lower()
+
+
+def test_dry_run_counts_generations_by_hand():
+    cfg = load_config(ROOT / "params" / "smoke.yaml")
+    plan = runner.plan(cfg)
+    inf = cfg.inference
+    # per pair and order: 1 greedy + N samples + (N-1) reflections for the anchor and for the
+    # random anchor
+    per_pair = 1 + inf.n_samples + 2 * (inf.n_samples - 1)
+    assert plan["generations"]["eval/base/demo"] == 4 * 2 * per_pair
+    assert plan["generations"]["rollouts"] == 8 * cfg.rollouts.n_samples
+
+
+def test_bad_params_fail_with_one_line(tmp_path):
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("inference:\n  n_sample: 4\n")
+    out = _cli("run", str(bad), "--dry-run", cwd=ROOT)
+    assert out.returncode == 2
+    assert "unknown key 'inference.n_sample'" in out.stderr
+    assert "Traceback" not in out.stderr
+
+
+@pytest.mark.slow
+def test_run_resumes_and_names_the_failing_cell(tmp_path):
+    params = tmp_path / "p.yaml"
+    params.write_text((ROOT / "params" / "smoke.yaml").read_text() + "\n# test overrides\n")
+    over = {"run.notebooks": ["01_data"], "run.output_root": str(tmp_path / "out")}
+    run, results = runner.execute(params, name="t", overrides=over, progress=False)
+    assert [r.status for r in results] == ["ran"]
+    assert (run.path / "notebooks" / "01_data.ipynb").exists()
+    assert run.has_table("pairs_eval") and (run.path / "manifest.json").exists()
+    manifest = json.loads((run.path / "manifest.json").read_text())
+    assert manifest["prompt_version"] and manifest["versions"]["transformers"]
+
+    _, again = runner.execute(params, name="t", overrides=over, progress=False)
+    assert [r.status for r in again] == ["skipped"]  # same params: resumed, not re-run
+
+    changed = {**over, "data.eval": [{"source": "demo", "split": "eval", "n": 2}]}
+    _, rerun = runner.execute(params, name="t", overrides=changed, progress=False)
+    assert [r.status for r in rerun] == ["ran"]  # params changed: the notebook runs again
+
+    broken = {**over, "data.train": {"source": "llmbar", "path": str(tmp_path / "missing")}}
+    with pytest.raises(runner.NotebookFailed, match=r"notebook 01_data failed in cell \d+"):
+        runner.execute(params, name="t", overrides=broken, progress=False)
+    state = json.loads((run.path / "state.json").read_text())
+    assert state["01_data"]["status"] == "failed"
