@@ -24,11 +24,11 @@ demo: venv
 	$(BIN)/rmlib run params/demo.yaml
 
 test: venv
-	$(BIN)/ruff check rmlib tests benchmarks
-	$(BIN)/python -m pytest -q
+	$(BIN)/ruff check rmlib tests benchmarks conftest.py
+	$(BIN)/python -m pytest -q tests notebooks --nbval-lax
 
 lint: venv
-	$(BIN)/ruff check rmlib tests benchmarks
+	$(BIN)/ruff check rmlib tests benchmarks conftest.py
 	$(BIN)/ruff format --check rmlib tests benchmarks
 
 clean-venv:

@@ -424,7 +424,7 @@ def evaluate(cfg: RunConfig, run: RunFolder, model: str) -> dict[str, Any]:
     result = run_reflectrm(pairs, gen, tokenizer, infer, prompt_budget(cfg))
     for name, table in result.tables().items():
         run.write_table(f"{name}_{model}", table)
-    counts = {**result.counts, "store": dict(getattr(gen, "stats", {}) or {}), "model": asdict(ref)}
+    counts = {**result.counts, "store": asdict(gen.stats), "model": asdict(ref)}
     run.update_metrics(f"counts_{model}", counts)
     return counts
 
@@ -519,6 +519,7 @@ def worked_example(run: RunFolder, model: str, key: str | None = None) -> pd.Dat
     ].copy()
     final = preds[(preds.key == key) & (preds.method == "reflectrm")]
     anchor = final["anchor"].iloc[0] if len(final) else None
+    anchor = None if pd.isna(anchor) else int(anchor)  # no parsed rollout: no anchor
     r["role"] = ["anchor" if s == anchor else "" for s in r["sample"]]
     if refl is not None and len(refl):
         mine = refl[(refl.key == key) & (refl.method == "reflectrm")]

@@ -1,0 +1,102 @@
+"""The workbook as a whole: output-free notebook sources, and `rmlib run params/smoke.yaml`
+producing a complete run folder (every notebook executed, tables, metrics, figures, adapter)."""
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import nbformat
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+NOTEBOOKS = sorted((ROOT / "notebooks").glob("*.ipynb"))
+EXPECTED = [
+    "01_data",
+    "02_rollouts",
+    "03_training",
+    "04_inference",
+    "05_results",
+    "06_analysis_quality",
+    "07_position_bias",
+]
+
+
+def test_the_seven_notebooks_exist_in_order():
+    assert [p.stem for p in NOTEBOOKS] == EXPECTED
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.stem)
+def test_notebook_sources_are_output_free_and_parameterised(path):
+    nb = nbformat.read(path, as_version=4)
+    code = [c for c in nb.cells if c.cell_type == "code"]
+    dirty = [i for i, c in enumerate(code) if c.get("outputs") or c.get("execution_count")]
+    assert not dirty, f"{path.name}: code cells with outputs (clear them): {dirty}"
+    tagged = [c for c in code if "parameters" in c.metadata.get("tags", [])]
+    assert len(tagged) == 1, f"{path.name}: needs exactly one papermill 'parameters' cell"
+    assert "run_dir" in tagged[0].source and "params_file" in tagged[0].source
+    assert any("open_run(run_dir, params_file)" in c.source for c in code)
+
+
+@pytest.mark.slow
+def test_smoke_run_makes_a_complete_run_folder(tmp_path):
+    out = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "rmlib",
+            "run",
+            "params/smoke.yaml",
+            "--set",
+            f"run.output_root={tmp_path}",
+        ],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=1800,
+    )
+    assert out.returncode == 0, out.stderr[-3000:]
+    run = tmp_path / "smoke"
+    state = json.loads((run / "state.json").read_text())
+    assert [k for k, v in state.items() if v["status"] == "completed"] == EXPECTED
+    for nb in EXPECTED:
+        executed = nbformat.read(run / "notebooks" / f"{nb}.ipynb", as_version=4)
+        assert any(c.get("outputs") for c in executed.cells if c.cell_type == "code"), nb
+    manifest = json.loads((run / "manifest.json").read_text())
+    assert manifest["params"]["run"]["name"] == "smoke" and manifest["git"]
+    metrics = json.loads((run / "metrics.json").read_text())
+    assert "headline" in metrics and "counts_base" in metrics and "counts_unified" in metrics
+    for table in (
+        "pairs_train",
+        "pairs_eval",
+        "rollouts_train",
+        "rollouts_base",
+        "reflections_unified",
+        "predictions_base",
+        "predictions_unified",
+    ):
+        assert (run / "tables" / f"{table}.parquet").stat().st_size > 0, table
+    pngs = sorted((run / "figures").glob("*.png"))
+    assert len(pngs) >= 10
+    for png in pngs:
+        assert png.stat().st_size > 1000 and png.with_suffix(".svg").exists(), png.name
+    adapter = run / "adapters" / "unified"
+    assert (adapter / "adapter_config.json").exists() and (adapter / "README.md").exists()
+    assert (run / "report.md").read_text().startswith("# Run report: smoke")
+
+    again = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "rmlib",
+            "run",
+            "params/smoke.yaml",
+            "--set",
+            f"run.output_root={tmp_path}",
+        ],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert again.returncode == 0 and "7 skipped" in again.stdout  # resumed: nothing re-run
