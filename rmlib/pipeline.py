@@ -32,7 +32,14 @@ MODELS = ("base", "rft", "unified")
 
 
 def load_split(spec: DatasetSpec, seed: int) -> LoadResult:
-    """Load one dataset spec and subsample it (seeded, whole groups kept together)."""
+    """Load one dataset spec and subsample it (seeded, whole groups kept together).
+
+    The demo generator makes exactly `n` pairs itself, balanced over families and slots, so it
+    is asked for n pairs rather than subsampled.
+    """
+    options = dict(spec.options)
+    if spec.source == "demo" and spec.n is not None:
+        options.setdefault("n", spec.n)
     result = datasets_.load(
         spec.source,
         spec.path,
@@ -40,7 +47,7 @@ def load_split(spec: DatasetSpec, seed: int) -> LoadResult:
         config=spec.config,
         seed=seed,
         on_error=spec.on_error,
-        **spec.options,
+        **options,
     )
     if spec.n is not None and spec.n < len(result.pairs):
         result.pairs = subsample(result.pairs, spec.n, seed)
