@@ -40,7 +40,9 @@ def test_environment_yml_matches_constraints():
 
 def test_every_direct_dependency_is_pinned_in_both():
     project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
-    deps = project["dependencies"] + [d for g in project["optional-dependencies"].values() for d in g]
+    deps = project["dependencies"] + [
+        d for g in project["optional-dependencies"].values() for d in g
+    ]
     names = {_norm(re.split(r"[<>=!~\[ ]", d, maxsplit=1)[0]) for d in deps}
     pins, conda = _constraints(), _conda_pip_pins()
     assert names - pins.keys() == set(), f"not pinned in constraints.txt: {names - pins.keys()}"
