@@ -1,7 +1,7 @@
-"""Generation: the backend contract, the transformers backend, the on-disk store.
+"""Generation: the backend contract, the transformers and HTTP backends, the on-disk store.
 
-`HFBackend` is imported lazily so that code needing only the contract or the store (parsing,
-scoring) does not pay for importing torch.
+`HFBackend` and `HTTPBackend` are imported lazily so that code needing only the contract or the
+store (parsing, scoring) does not pay for importing torch.
 """
 
 from typing import Any
@@ -23,6 +23,7 @@ __all__ = [
     "Generation",
     "GenerationStore",
     "HFBackend",
+    "HTTPBackend",
     "SamplingParams",
     "generation_key",
     "prompt_sha",
@@ -38,4 +39,8 @@ def __getattr__(name: str) -> Any:
         from rmlib.generation import hf
 
         return getattr(hf, name)
+    if name == "HTTPBackend":
+        from rmlib.generation.http import HTTPBackend
+
+        return HTTPBackend
     raise AttributeError(f"module 'rmlib.generation' has no attribute {name!r}")

@@ -8,7 +8,10 @@ Why not `model.generate`:
   by Gumbel-max (argmax of filtered logits / T + Gumbel noise), so batch composition, offsets and
   chunking never change the draws (up to batch numerics in the logits);
 - each prompt is prefilled once and its KV cache copied to its n samples (`generate` with
-  `num_return_sequences` prefills n times);
+  `num_return_sequences` prefills n times), and prompts of one call that share a long token
+  prefix (all reflection prompts of one pair: instructions, context, both responses) prefill
+  that prefix once (`shared_prefix_groups`, `prefill_plan`): found from the token ids, so no
+  caller changes anything;
 - every setting comes from `SamplingParams`: a checkpoint's generation_config.json (Qwen3's turns
   sampling on at temperature 0.6) never applies. Only its EOS ids are read, as stop tokens.
 
@@ -23,8 +26,10 @@ import hashlib
 import inspect
 import math
 import time
-from dataclasses import dataclass, field
-from typing import Any
+import warnings
+from collections import Counter
+from dataclasses import asdict, dataclass, field
+from typing import Any, Literal
 
 import torch
 
@@ -33,6 +38,20 @@ from rmlib.generation.base import Generation, SamplingParams
 # Drop finished rows from the batch once this fraction of it has finished: compacting the KV
 # cache costs a copy, so it is done in bulk rather than after every finished sequence.
 PRUNE_FRACTION = 0.25
+# Static decode: the cache is allocated in multiples of this many positions, so compiled decode
+# steps (CUDA graphs, one per shape) are reused across batches of similar width.
+STATIC_CACHE_ROUND = 256
+DecodeCache = Literal["dynamic", "static"]
+# Padding a batch's prefill may add, as a fraction of its prompt tokens (HFBackend max_padding
+# None = by device). On a CPU every position costs compute, in prefill and decode alike, so
+# smaller batches of similar lengths win; on a GPU a decode step costs about the same for 8 rows
+# as for 64, so fewer, fuller batches win and only gross padding is worth a new batch.
+MAX_PADDING = {"cpu": 0.25, "accelerator": 1.0}
+# Most prompts in one shared-prefix group (bounds the grouping search; larger sets split).
+MAX_GROUP = 256
+# Prompts of one call sharing at least this many leading tokens prefill them once (0: never).
+# Exact whatever the value; small values only add a second, short prefill pass.
+MIN_SHARED_PREFIX = 32
 
 
 def sample_seed(seed: int, prompt: str, index: int) -> int:
@@ -62,11 +81,51 @@ def stop_token_ids(model: Any, tokenizer: Any) -> list[int]:
 
 
 @dataclass
+class GenerationStats:
+    """What the backend computed, summed over its calls (`HFBackend.reset_stats` zeroes it).
+
+    prompt_tokens: prompt tokens of every decoded sequence: what prefilling each sequence on its
+    own would cost. prefill_tokens: prompt tokens actually run through the model (each prompt
+    once for all its samples, each shared prefix once for its group). prefill_positions: the
+    positions computed by prefill passes, padding included. generated_tokens: tokens decoded (a
+    greedy prompt is decoded once, its copies cost nothing). forward_calls: model forward passes.
+    seconds: wall time spent in `generate`.
+    """
+
+    calls: int = 0
+    prompts: int = 0
+    sequences: int = 0
+    prompt_tokens: int = 0
+    prefill_tokens: int = 0
+    prefill_positions: int = 0
+    generated_tokens: int = 0
+    forward_calls: int = 0
+    seconds: float = 0.0
+
+    def as_dict(self) -> dict[str, float]:
+        return asdict(self)
+
+
+@dataclass(frozen=True)
+class PrefixGroup:
+    """Prompts (indices) whose first `prefix` tokens are identical; prefix 0 = shares nothing."""
+
+    members: tuple[int, ...]
+    prefix: int
+
+
+@dataclass
 class _Item:
-    """One prompt's share of a batch: which samples of it to generate."""
+    """One prompt's share of a batch: which samples of it to generate.
+
+    group: its PrefixGroup's index (-1: none); prefix: leading tokens it shares with another
+    prompt of the same batch, prefilled once for them all (0: prefilled alone).
+    """
 
     prompt: int
     samples: list[int]
+    group: int = -1
+    prefix: int = 0
 
 
 @dataclass
@@ -84,9 +143,30 @@ class _Row:
 class HFBackend:
     """Backend over a transformers causal LM (plain, 4-bit, or PEFT-wrapped).
 
-    max_batch_tokens: budget per batch, (padded prompt length + max_new_tokens) x sequences; the
-    KV cache grows to this many positions. max_batch_size: most sequences decoded at once.
-    progress: a tqdm bar of prompts done and generated tokens per second.
+    max_batch_tokens: budget per batch, (KV cache width + max_new_tokens) x sequences, where the
+    width is the longest prompt (or, with shared prefixes, longest prefix + longest suffix).
+    max_batch_size: most sequences decoded at once.
+    min_shared_prefix: prompts of one call that share at least this many leading tokens (e.g. the
+    reflection prompts of one pair: instructions, context, both responses) prefill that prefix
+    once and reuse its KV cache (MIN_SHARED_PREFIX by default; 0 turns it off). Exact: only the
+    padding layout changes, so outputs equal the plain path's up to batch numerics.
+    max_padding: a batch takes no further prompt once its prefill would compute more than
+    (1 + max_padding) x its prompt tokens (None: MAX_PADDING for the model's device; math.inf:
+    only the budget limits a batch). Prompts are sorted by length, so this starts a new batch
+    where lengths drop; it trades padded prefill for more, smaller decode batches.
+    share_prompt_prefill: True (default) prefills a prompt once for all its samples in a batch;
+    False prefills every sample's copy of the prompt, as `generate(num_return_sequences=n)` does
+    (a baseline for benchmarks; also turns prefix sharing off for those copies).
+    decode_cache: "dynamic" (default: finished rows are dropped from the batch as it goes) or
+    "static" (the KV cache is copied after prefill into a preallocated transformers StaticCache
+    and every decode step has the same shapes; finished rows ride along, fed padding).
+    compile_decode: on CUDA with decode_cache="static", decode steps run through
+    `torch.compile(mode="reduce-overhead")` (CUDA graphs), the fastest path transformers offers
+    for a fixed batch; ignored on CPU, and any compile failure falls back to the plain forward
+    with a warning. Both are off by default: the plain path is the reference the tests check the
+    others against.
+    progress: a tqdm bar of prompts done (prompts/s), generated and prefilled tokens per second.
+    `stats` (GenerationStats) counts prefilled and generated tokens and forward calls.
     """
 
     def __init__(
@@ -97,16 +177,36 @@ class HFBackend:
         identity: str,
         max_batch_tokens: int = 32_768,
         max_batch_size: int = 64,
+        min_shared_prefix: int = MIN_SHARED_PREFIX,
+        max_padding: float | None = None,
+        share_prompt_prefill: bool = True,
+        decode_cache: DecodeCache = "dynamic",
+        compile_decode: bool = False,
         progress: bool = True,
     ) -> None:
         if max_batch_tokens < 1 or max_batch_size < 1:
             raise ValueError("max_batch_tokens and max_batch_size must be >= 1")
+        if min_shared_prefix < 0:
+            raise ValueError("min_shared_prefix must be >= 0 (0 turns prefix sharing off)")
+        if decode_cache not in ("dynamic", "static"):
+            raise ValueError(f"decode_cache must be 'dynamic' or 'static', got {decode_cache!r}")
+        if max_padding is not None and max_padding < 0:
+            raise ValueError("max_padding must be >= 0 (math.inf: no limit; None: by device)")
+        self.max_padding = max_padding
+        self.share_prompt_prefill = share_prompt_prefill
+        self.decode_cache: DecodeCache = decode_cache
+        self.compile_decode = compile_decode
+        self._compiled: Any = None  # the compiled forward, built on first use (CUDA only)
+        self._static: Any = None  # the last static cache and its (rows, positions)
+        self._static_key: tuple[int, int] | None = None
         self.model = model
         self.tokenizer = tokenizer
         self.identity = identity
         self.max_batch_tokens = max_batch_tokens
         self.max_batch_size = max_batch_size
+        self.min_shared_prefix = min_shared_prefix
         self.progress = progress
+        self.stats = GenerationStats()
         self.stop_ids = stop_token_ids(model, tokenizer)
         self._stops = frozenset(self.stop_ids)
         pad = tokenizer.pad_token_id
@@ -122,6 +222,16 @@ class HFBackend:
     def device(self) -> torch.device:
         return self.model.get_input_embeddings().weight.device
 
+    def _max_padding(self) -> float:
+        if self.max_padding is not None:
+            return self.max_padding
+        return MAX_PADDING["cpu" if self.device.type == "cpu" else "accelerator"]
+
+    def reset_stats(self) -> GenerationStats:
+        """Zero the counters; returns the old ones."""
+        old, self.stats = self.stats, GenerationStats()
+        return old
+
     # ------------------------------------------------------------------ public
 
     def generate(
@@ -132,6 +242,7 @@ class HFBackend:
             raise ValueError("n and offset must be >= 0")
         if n == 0 or not prompts:
             return [[] for _ in prompts]
+        start = time.perf_counter()
         ids = [self._encode(p) for p in prompts]
         # greedy: every sample index gives the same tokens, so decode one and copy it
         samples = list(range(offset, offset + n)) if params.do_sample else [offset]
@@ -141,9 +252,11 @@ class HFBackend:
             params.max_new_tokens,
             self.max_batch_tokens,
             self.max_batch_size,
+            groups=shared_prefix_groups(ids, self.min_shared_prefix),
+            max_padding=self._max_padding(),
         )
         out: dict[tuple[int, int], Generation] = {}
-        speed = _Speed()
+        speed = _Speed(self.stats)
         was_training = self.model.training
         self.model.eval()
         try:
@@ -153,9 +266,12 @@ class HFBackend:
                     out.update(done)
                     # a prompt is done when its last sample is (big ones span batches)
                     bar.update(sum(1 for it in batch if it.samples[-1] == samples[-1]))
-                    bar.set_postfix_str(speed.add(done.values()), refresh=False)
+                    bar.set_postfix_str(speed.postfix(), refresh=False)
         finally:
             self.model.train(was_training)
+            self.stats.calls += 1
+            self.stats.prompts += len(prompts)
+            self.stats.seconds += time.perf_counter() - start
         return [
             [_copy(out[(p, s if params.do_sample else offset)]) for s in range(offset, offset + n)]
             for p in range(len(prompts))
@@ -172,7 +288,9 @@ class HFBackend:
     def _run_batch(
         self, batch: list[_Item], prompts: list[str], ids: list[list[int]], params: SamplingParams
     ) -> dict[tuple[int, int], Generation]:
-        cache, logits, mask, positions = self._prefill([ids[it.prompt] for it in batch])
+        if not self.share_prompt_prefill:  # one prefill row per sample: the prompt repeated
+            batch = [_Item(it.prompt, [s], it.group, 0) for it in batch for s in it.samples]
+        cache, logits, mask, positions = self._prefill(batch, ids)
         # Index tensors stay on the CPU: they index CUDA tensors too, whichever device a layer
         # sits on (device_map may spread layers). The noise is drawn where the logits are.
         rows, expand = [], []
@@ -182,9 +300,15 @@ class HFBackend:
                 g.manual_seed(sample_seed(params.seed, prompts[it.prompt], s))
                 rows.append(_Row(it, s, g))
                 expand.append(b)
+        self.stats.sequences += len(rows)
+        self.stats.prompt_tokens += sum(len(ids[r.item.prompt]) for r in rows)
         index = torch.tensor(expand)
-        cache.batch_select_indices(index)  # one prefill per prompt, copied to its samples
-        logits, mask, positions = logits[index], mask[index], positions[index]
+        if expand != list(range(len(batch))):
+            cache.batch_select_indices(index)  # one prefill per prompt, copied to its samples
+            logits, mask, positions = logits[index], mask[index], positions[index]
+        if self.decode_cache == "static":
+            rows = self._decode_static(rows, cache, logits, mask, positions, params)
+            return {(r.item.prompt, r.sample): self._finish(r, ids) for r in rows}
         finished: list[_Row] = []
         for step in range(params.max_new_tokens):
             self._choose(rows, logits, params)
@@ -199,22 +323,108 @@ class HFBackend:
             logits, mask, positions = self._step(rows, cache, mask, positions)
         return {(r.item.prompt, r.sample): self._finish(r, ids) for r in finished + rows}
 
-    def _prefill(self, seqs: list[list[int]]) -> tuple[Any, torch.Tensor, torch.Tensor, Any]:
-        """Left-padded forward over the prompts: cache, last logits, mask, next positions."""
+    def _decode_static(
+        self,
+        rows: list[_Row],
+        cache: Any,
+        logits: torch.Tensor,
+        mask: torch.Tensor,
+        positions: torch.Tensor,
+        params: SamplingParams,
+    ) -> list[_Row]:
+        """Decode with a preallocated cache and fixed shapes (what CUDA graphs need).
+
+        The prefill's cache is copied into a StaticCache as wide as the whole batch can grow
+        (rounded up to STATIC_CACHE_ROUND positions, so a compiled step is reused across batches);
+        the 2D mask is allocated at that width up front and filled in one column per step.
+        """
+        width = mask.shape[1]
+        total = -(-(width + params.max_new_tokens) // STATIC_CACHE_ROUND) * STATIC_CACHE_ROUND
+        static = self._static_cache(cache, total)
+        full = mask.new_zeros((mask.shape[0], total))
+        full[:, :width] = mask
+        forward = self._decode_forward()
+        for step in range(params.max_new_tokens):
+            self._choose(rows, logits, params)
+            if step == params.max_new_tokens - 1 or all(r.stopped for r in rows):
+                break
+            last = [self.pad_id if r.stopped else r.tokens[-1] for r in rows]
+            input_ids = torch.tensor(last, device=full.device).unsqueeze(-1)
+            full[:, width + step] = 1
+            logits = self._forward(input_ids, full, positions.unsqueeze(-1), static, forward)
+            positions = positions + 1
+        return rows
+
+    def _static_cache(self, cache: Any, total: int) -> Any:
+        """The prefill's cache copied into a StaticCache of `total` positions, reused from the
+        previous batch when the shape is the same (stable addresses: CUDA graphs replay)."""
+        from transformers import StaticCache
+
+        key = (cache.layers[0].keys.shape[0], total)
+        if self._static_key != key:
+            self._static = StaticCache(config=self._config, max_cache_len=total)
+            self._static_key = key
+        return _static_fill(self._static, cache)
+
+    def _decode_forward(self) -> Any:
+        """The forward for decode steps: compiled (CUDA, static, asked for) or plain."""
+        if not (self.compile_decode and self.device.type == "cuda"):
+            return self.model
+        if self._compiled is None:
+            try:
+                self._compiled = torch.compile(self.model, mode="reduce-overhead", fullgraph=False)
+            except Exception as e:  # noqa: BLE001 - any compile failure: keep the plain path
+                warnings.warn(f"torch.compile failed ({e!r}); decoding without it", stacklevel=2)
+                self.compile_decode = False
+                return self.model
+        return self._compiled
+
+    def _prefill(
+        self, batch: list[_Item], ids: list[list[int]]
+    ) -> tuple[Any, torch.Tensor, torch.Tensor, torch.Tensor]:
+        """Prefill the batch's prompts: cache, last logits, mask, next positions (one row each).
+
+        Pass 1 runs each shared prefix once and each other prompt whole (left-padded); its cache
+        rows are then copied to the prompts, and pass 2 runs the suffixes after their prefix
+        (left-padded again, so padding sits between prefix and suffix, masked out; positions
+        skip it). A batch that shares nothing is pass 1 alone: the plain left-padded prefill.
+        """
         from transformers import DynamicCache
 
-        dev = self.device
+        units, unit_of, suffixes = prefill_plan(batch, ids)
+        cache = DynamicCache(config=self._config)
+        input_ids, mask = self._left_pad(units)
+        positions = (mask.cumsum(-1) - 1).clamp(min=0)
+        logits = self._forward(input_ids, mask, positions, cache)
+        self._count_prefill(mask)
+        if unit_of != list(range(len(units))):
+            index = torch.tensor(unit_of)
+            cache.batch_select_indices(index)
+            logits, mask = logits[index], mask[index]
+        if any(suffixes):
+            suffix_ids, suffix_mask = self._left_pad(suffixes)
+            mask = torch.cat([mask, suffix_mask], dim=-1)
+            positions = (mask.cumsum(-1) - 1).clamp(min=0)[:, -suffix_ids.shape[1] :]
+            after = self._forward(suffix_ids, mask, positions, cache)
+            self._count_prefill(suffix_mask)
+            # a prompt that is all prefix (its suffix all padding) keeps pass 1's logits
+            has_suffix = torch.tensor([bool(s) for s in suffixes], device=logits.device)
+            logits = torch.where(has_suffix.unsqueeze(-1), after, logits)
+        return cache, logits, mask, mask.sum(-1)
+
+    def _left_pad(self, seqs: list[list[int]]) -> tuple[torch.Tensor, torch.Tensor]:
         width = max(len(s) for s in seqs)
         input_ids = torch.full((len(seqs), width), self.pad_id, dtype=torch.long)
         mask = torch.zeros((len(seqs), width), dtype=torch.long)
         for i, s in enumerate(seqs):
-            input_ids[i, width - len(s) :] = torch.tensor(s)
-            mask[i, width - len(s) :] = 1
-        input_ids, mask = input_ids.to(dev), mask.to(dev)
-        position_ids = (mask.cumsum(-1) - 1).clamp(min=0)
-        cache = DynamicCache(config=self._config)
-        logits = self._forward(input_ids, mask, position_ids, cache)
-        return cache, logits, mask, mask.sum(-1)
+            if s:
+                input_ids[i, width - len(s) :] = torch.tensor(s)
+                mask[i, width - len(s) :] = 1
+        return input_ids.to(self.device), mask.to(self.device)
+
+    def _count_prefill(self, mask: torch.Tensor) -> None:
+        self.stats.prefill_tokens += int(mask.sum())
+        self.stats.prefill_positions += mask.numel()
 
     def _step(
         self, rows: list[_Row], cache: Any, mask: torch.Tensor, positions: torch.Tensor
@@ -227,17 +437,29 @@ class HFBackend:
         return logits, mask, positions + 1
 
     def _forward(
-        self, input_ids: torch.Tensor, mask: torch.Tensor, position_ids: torch.Tensor, cache: Any
+        self,
+        input_ids: torch.Tensor,
+        mask: torch.Tensor,
+        position_ids: torch.Tensor,
+        cache: Any,
+        model: Any = None,
     ) -> torch.Tensor:
-        out = self.model(
-            input_ids=input_ids,
-            attention_mask=mask,
-            position_ids=position_ids,
-            use_cache=True,
-            logits_to_keep=1,  # never materialise prompt-length x vocabulary logits
-            **{self._cache_kw: cache},
-        )
-        return out.logits[:, -1, :].float()
+        self.stats.forward_calls += 1
+        kwargs = {
+            "input_ids": input_ids,
+            "attention_mask": mask,
+            "position_ids": position_ids,
+            "use_cache": True,
+            "logits_to_keep": 1,  # never materialise prompt-length x vocabulary logits
+            self._cache_kw: cache,
+        }
+        if model is not None and model is not self.model:
+            try:  # clone: a CUDA-graph output buffer is overwritten by the next replay
+                return model(**kwargs).logits[:, -1, :].float().clone()
+            except Exception as e:  # noqa: BLE001 - a compiled step that fails: plain path
+                warnings.warn(f"compiled decode failed ({e!r}); decoding without it", stacklevel=2)
+                self.compile_decode, self._compiled = False, None
+        return self.model(**kwargs).logits[:, -1, :].float()
 
     def _choose(self, rows: list[_Row], logits: torch.Tensor, params: SamplingParams) -> None:
         """Pick each live row's next token and record it with its raw log-prob."""
@@ -252,6 +474,7 @@ class HFBackend:
             rows[i].tokens.append(tok)
             rows[i].logprobs.append(lp)
             rows[i].stopped = tok in self._stops
+        self.stats.generated_tokens += len(live)
 
     def _finish(self, row: _Row, ids: list[list[int]]) -> Generation:
         # the stop token is not part of the text, even when it is not a special token
@@ -320,40 +543,186 @@ def filter_logits(scores: torch.Tensor, top_k: int, top_p: float) -> torch.Tenso
     return torch.full_like(scores, float("-inf")).scatter(-1, order, kept)
 
 
+def shared_prefix_groups(ids: list[list[int]], min_shared_prefix: int) -> list[PrefixGroup]:
+    """Partition prompts (token ids) into groups that prefill a common prefix once.
+
+    Prompts sorted by their token ids put every set with a common prefix next to each other; the
+    partition of that order into runs maximising the prefill tokens saved, sum over groups of
+    (members - 1) x common prefix, is found by dynamic programming, counting only runs whose
+    common prefix has at least `min_shared_prefix` tokens. So one pair's reflection prompts
+    (long shared prefix) group together rather than with every prompt that merely starts with
+    the same instructions. Every prompt is in exactly one group; a lone prompt has prefix 0.
+    min_shared_prefix 0 disables sharing (every prompt alone).
+    """
+    n = len(ids)
+    if min_shared_prefix <= 0 or n < 2:
+        return [PrefixGroup((i,), 0) for i in range(n)]
+    order = sorted(range(n), key=lambda i: ids[i])
+    lcp = [_common_prefix(ids[order[k]], ids[order[k + 1]]) for k in range(n - 1)]
+    # best[j]: most tokens saved over order[:j]; cut[j]: where its last run starts
+    best, cut = [0] * (n + 1), [0] * (n + 1)
+    for j in range(1, n + 1):
+        best[j], cut[j] = best[j - 1], j - 1  # order[j-1] alone
+        shared = math.inf
+        # run order[i:j], common prefix min(lcp[i:j-1]); at most MAX_GROUP long (keeps it O(n))
+        for i in range(j - 2, max(-1, j - 1 - MAX_GROUP), -1):
+            shared = min(shared, lcp[i])
+            if shared < min_shared_prefix:
+                break
+            if best[i] + (j - 1 - i) * shared > best[j]:
+                best[j], cut[j] = best[i] + (j - 1 - i) * int(shared), i
+    groups: list[PrefixGroup] = []
+    j = n
+    while j > 0:
+        i = cut[j]
+        members = tuple(sorted(order[i:j]))
+        prefix = min(lcp[i : j - 1]) if j - i > 1 else 0
+        groups.append(PrefixGroup(members, prefix))
+        j = i
+    return sorted(groups, key=lambda g: g.members[0])
+
+
+def _common_prefix(a: list[int], b: list[int]) -> int:
+    n = 0
+    for x, y in zip(a, b, strict=False):
+        if x != y:
+            break
+        n += 1
+    return n
+
+
 def plan_batches(
     lengths: list[int],
     samples: list[int],
     max_new_tokens: int,
     max_batch_tokens: int,
     max_batch_size: int,
+    groups: list[PrefixGroup] | None = None,
+    max_padding: float = math.inf,
 ) -> list[list[_Item]]:
     """Pack (prompt, samples) items into batches under a token budget, longest prompts first.
 
-    A batch costs (its longest prompt + max_new_tokens) x its sequences (left padding makes every
-    row that wide). A prompt whose samples do not fit one batch is split across several: sample
-    seeds do not depend on the batch, so splitting changes nothing but speed.
+    A batch costs (its KV cache width + max_new_tokens) x its sequences: the width is its
+    longest prompt (left padding makes every row that wide) or, where prompts of a PrefixGroup
+    share their prefix in it, its longest prefix + its longest suffix. A group's prompts are
+    placed together (groups longest first), so they land in one batch unless it overflows. A
+    prompt whose samples do not fit one batch is split across several: sample seeds do not
+    depend on the batch, so splitting changes nothing but speed. max_padding: a batch takes no
+    further prompt that would make the positions its prefill computes exceed (1 + max_padding)
+    x the prompt tokens it holds (the rest is padding); inf = the budget alone decides.
     """
-    order = sorted(range(len(lengths)), key=lambda i: (-lengths[i], i))
+    if groups is None:
+        groups = [PrefixGroup((i,), 0) for i in range(len(lengths))]
+    prefix_of = [g.prefix for g in groups]
+    ranked = sorted(
+        range(len(groups)),
+        key=lambda g: (-max(lengths[m] for m in groups[g].members), groups[g].members[0]),
+    )
+    order = [
+        (p, g) for g in ranked for p in sorted(groups[g].members, key=lambda i: (-lengths[i], i))
+    ]
     batches: list[list[_Item]] = []
     current: list[_Item] = []
-    rows, width = 0, 0
-    for p in order:
+    rows = 0
+    for p, g in order:
         todo = list(samples)
         while todo:
-            w = max(width, lengths[p] + max_new_tokens)
-            room = min(max_batch_size - rows, max_batch_tokens // w - rows)
-            if room <= 0 and current:
-                batches.append(current)
-                current, rows, width = [], 0, 0
+            trial = [*current, _Item(p, [], g)]
+            width, positions, tokens = _batch_shape(trial, lengths, prefix_of)
+            room = min(max_batch_size - rows, max_batch_tokens // (width + max_new_tokens) - rows)
+            padded = positions > (1 + max_padding) * tokens
+            if current and (room <= 0 or padded):
+                batches.append(_set_prefixes(current, prefix_of))
+                current, rows = [], 0
                 continue
             take = max(room, 1)  # a single sequence over budget still runs, alone
-            current.append(_Item(p, todo[:take]))
+            current.append(_Item(p, todo[:take], g))
             todo = todo[take:]
             rows += len(current[-1].samples)
-            width = w
     if current:
-        batches.append(current)
+        batches.append(_set_prefixes(current, prefix_of))
     return batches
+
+
+def _shared_in_batch(items: list[_Item], prefix_of: list[int]) -> set[int]:
+    """Groups with two or more prompts (and a prefix) in this batch: they share their prefix."""
+    counts = Counter(it.group for it in items if it.group >= 0 and prefix_of[it.group] > 0)
+    return {g for g, c in counts.items() if c >= 2}
+
+
+def _batch_shape(
+    items: list[_Item], lengths: list[int], prefix_of: list[int]
+) -> tuple[int, int, int]:
+    """(KV cache width, positions prefill computes, prompt tokens it holds) of a batch.
+
+    Width: the longest pass-1 row (a shared prefix, or a whole prompt) + the longest suffix.
+    Positions: pass 1's rows x its width, plus pass 2's rows x the longest suffix if any.
+    """
+    shared = _shared_in_batch(items, prefix_of)
+    units: dict[tuple[str, int], int] = {}
+    tails = []
+    for it in items:
+        if it.group in shared:
+            units[("group", it.group)] = prefix_of[it.group]
+            tails.append(lengths[it.prompt] - prefix_of[it.group])
+        else:
+            units[("prompt", it.prompt)] = lengths[it.prompt]
+            tails.append(0)
+    head, tail = max(units.values()), max(tails)
+    positions = len(units) * head + (len(items) * tail if tail else 0)
+    return head + tail, positions, sum(units.values()) + sum(tails)
+
+
+def _set_prefixes(items: list[_Item], prefix_of: list[int]) -> list[_Item]:
+    shared = _shared_in_batch(items, prefix_of)
+    for it in items:
+        it.prefix = prefix_of[it.group] if it.group in shared else 0
+    return items
+
+
+def prefill_plan(
+    batch: list[_Item], ids: list[list[int]]
+) -> tuple[list[list[int]], list[int], list[list[int]]]:
+    """(pass-1 rows, the pass-1 row of each item, each item's pass-2 suffix).
+
+    Items sharing a prefix (same group, prefix > 0) get one pass-1 row, the prefix; every other
+    item's pass-1 row is its whole prompt and its suffix is empty.
+    """
+    units: list[list[int]] = []
+    unit_of: list[int] = []
+    suffixes: list[list[int]] = []
+    row_of_group: dict[int, int] = {}
+    for it in batch:
+        seq = ids[it.prompt]
+        if it.prefix > 0:
+            if it.group not in row_of_group:
+                row_of_group[it.group] = len(units)
+                units.append(seq[: it.prefix])
+            unit_of.append(row_of_group[it.group])
+            suffixes.append(seq[it.prefix :])
+        else:
+            unit_of.append(len(units))
+            units.append(seq)
+            suffixes.append([])
+    return units, unit_of, suffixes
+
+
+def _static_fill(static: Any, cache: Any) -> Any:
+    """Copy a DynamicCache's keys and values into the first positions of a StaticCache.
+
+    Positions after them keep whatever an earlier batch left there: the attention mask hides
+    them until a decode step overwrites them.
+    """
+    if len(static.layers) != len(cache.layers) or any(st.is_sliding for st in static.layers):
+        raise ValueError("decode_cache='static' supports full-attention models only")
+    for dyn, st in zip(cache.layers, static.layers, strict=True):
+        width = dyn.keys.shape[-2]
+        if not st.is_initialized:
+            st.lazy_initialization(dyn.keys, dyn.values)
+        st.keys[:, :, :width].copy_(dyn.keys)
+        st.values[:, :, :width].copy_(dyn.values)
+        st.cumulative_length.fill_(width)
+    return static
 
 
 def _prune(
@@ -366,14 +735,17 @@ def _prune(
 
 
 class _Speed:
-    """Generated tokens per second since the call began, for the progress bar."""
+    """Generated and prefilled tokens per second since the call began, for the progress bar."""
 
-    def __init__(self) -> None:
-        self.start, self.tokens = time.perf_counter(), 0
+    def __init__(self, stats: GenerationStats) -> None:
+        self.stats, self.start = stats, time.perf_counter()
+        self.gen0, self.pre0 = stats.generated_tokens, stats.prefill_tokens
 
-    def add(self, generations: Any) -> str:
-        self.tokens += sum(g.n_tokens for g in generations)
-        return f"{self.tokens / max(time.perf_counter() - self.start, 1e-9):.0f} tok/s"
+    def postfix(self) -> str:
+        dt = max(time.perf_counter() - self.start, 1e-9)
+        gen = (self.stats.generated_tokens - self.gen0) / dt
+        pre = (self.stats.prefill_tokens - self.pre0) / dt
+        return f"gen {gen:.0f} tok/s, prefill {pre:.0f} tok/s"
 
 
 def _copy(g: Generation) -> Generation:

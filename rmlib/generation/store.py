@@ -12,6 +12,7 @@ committed chunk survives the process being killed.
 from __future__ import annotations
 
 import hashlib
+import os
 import sqlite3
 import time
 from collections import defaultdict
@@ -34,6 +35,11 @@ CREATE TABLE IF NOT EXISTS generations (
 )
 """
 _QUERY_CHUNK = 500  # keys per SELECT: stays under SQLite's bound-variable limit
+# Adjacent prompts sharing this many more leading characters than all prompts share (a pair's
+# reflection prompts share its context and both responses) are a family, kept in one chunk.
+SHARED_CHARS = 512
+# Prompts are ordered for batching by length in buckets of this many characters (~15 tokens).
+LENGTH_BUCKET_CHARS = 64
 
 # (identity, prompt, params, sample index, generation): what put_many stores
 StoreItem = tuple[str, str, SamplingParams, int, Generation]
@@ -125,8 +131,10 @@ class CachedBackend:
     """A Backend that answers from a GenerationStore and generates only what is missing.
 
     chunk_prompts: prompts per call to the wrapped backend; each chunk's samples are committed
-    before the next starts, so a kill loses at most one chunk. Larger chunks batch better.
-    progress: a bar of prompts done, with hits and misses.
+    before the next starts, so a kill loses at most one chunk. Larger chunks batch better (the
+    wrapped backend sorts by length and shares prefixes only within a call). Prompts are
+    ordered by length first, one pair's reflection prompts kept together (`_batching_order`).
+    progress: a bar of prompts done (prompts/s), with hits, misses and generated tokens/s.
     """
 
     def __init__(
@@ -134,7 +142,7 @@ class CachedBackend:
         backend: Backend,
         store: GenerationStore,
         *,
-        chunk_prompts: int = 16,
+        chunk_prompts: int = 64,
         progress: bool = True,
     ) -> None:
         if chunk_prompts < 1:
@@ -161,15 +169,19 @@ class CachedBackend:
         have = {pi: stored[k] for pi, k in keys.items() if k in stored}
         self.stats.hits += len(have)
         todo = _missing_runs(unique, indices, have)
+        start, tokens = time.perf_counter(), 0
         with self._bar(len(unique)) as bar:
             bar.update(len(unique) - len({p for group in todo.values() for p in group}))
             for (lo, count), group in todo.items():
-                for chunk in _chunks(group, self.chunk_prompts):
+                for chunk in _chunks(_batching_order(group), self.chunk_prompts):
                     made = self.backend.generate(chunk, params, n=count, offset=lo)
                     self._save(chunk, made, params, lo, have)
+                    tokens += sum(g.n_tokens for gens in made for g in gens)
+                    rate = tokens / max(time.perf_counter() - start, 1e-9)
                     bar.update(sum(1 for p in chunk if _complete(p, indices, have)))
                     bar.set_postfix_str(
-                        f"hits={self.stats.hits} new={self.stats.misses}", refresh=False
+                        f"hits={self.stats.hits} new={self.stats.misses} {rate:.0f} tok/s",
+                        refresh=False,
                     )
         return [[have[(p, i)] for i in indices] for p in prompts]
 
@@ -228,6 +240,56 @@ def _complete(prompt: str, indices: range, have: dict[tuple[str, int], Generatio
     return all((prompt, i) in have for i in indices)
 
 
+def _batching_order(prompts: list[str]) -> list[str]:
+    """The prompts regrouped so each backend call gets similar lengths: less padding.
+
+    Families (see `_families`: one pair's reflection prompts) stay together; they are stably
+    sorted, longest first, by length in LENGTH_BUCKET_CHARS buckets (similar lengths keep their
+    order). Order does not change what is generated (the store keys on each sample), only how
+    well the wrapped backend can batch it.
+    """
+    families = _families(prompts)
+    families.sort(key=lambda f: -(max(map(len, f)) // LENGTH_BUCKET_CHARS))
+    return [p for f in families for p in f]
+
+
+def _families(prompts: list[str]) -> list[list[str]]:
+    """Runs of adjacent prompts sharing SHARED_CHARS more leading text than all prompts share.
+
+    All prompts of one task share the instructions; one pair's reflection prompts (adjacent, as
+    rmlib.judge asks for them) share the context and both responses besides.
+    """
+    header = len(os.path.commonprefix(prompts)) if prompts else 0
+    families: list[list[str]] = []
+    for p in prompts:
+        if families and _shared_chars(families[-1][-1], p) >= header + SHARED_CHARS:
+            families[-1].append(p)
+        else:
+            families.append([p])
+    return families
+
+
 def _chunks(items: list[str], size: int) -> Iterator[list[str]]:
-    for i in range(0, len(items), size):
-        yield items[i : i + size]
+    """Chunks of at most `size` prompts, not cutting a family where that can be helped.
+
+    A chunk whose natural end would split a family ends earlier, where the family starts if that
+    is in the chunk's second half, so the backend prefills the family's shared prefix once
+    (HFBackend's min_shared_prefix) rather than once per chunk.
+    """
+    starts, k = set(), 0
+    for family in _families(items):
+        starts.add(k)
+        k += len(family)
+    start = 0
+    while start < len(items):
+        end = min(start + size, len(items))
+        if end < len(items) and end not in starts:
+            family_start = max(s for s in starts if s < end)
+            if family_start >= start + max(1, (end - start + 1) // 2):
+                end = family_start
+        yield items[start:end]
+        start = end
+
+
+def _shared_chars(a: str, b: str) -> int:
+    return len(os.path.commonprefix([a, b]))

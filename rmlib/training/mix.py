@@ -1,0 +1,455 @@
+"""Rollouts → the Pref./Refl. training mix (method.md §2), saved as a TRL-ready dataset.
+
+Input: the rollout table of `rmlib.judge.judge_pairs` (N samples per training pair, from the
+backbone that will be trained) and the pairs it judged. Each pair is classified by its samples:
+
+- **easy**: all N verdicts correct → dropped (the paper's rule).
+- **mixed**: at least one correct and at least one *parsed wrong* verdict → one Refl. item.
+- **all_wrong**: no correct verdict.
+- **correct_or_failed**: at least one correct, no parsed wrong verdict, at least one
+  unparseable rollout. Only exists with `failure_is_wrong=True` (default).
+
+Unparseable rollouts (method.md leaves this open; a named parameter): with
+`failure_is_wrong=True` they count as "not correct", so a pair with 7 correct and 1 unparseable
+verdict is not easy (the model did fail on it) and is a Pref. candidate; with False they are
+ignored and only parsed verdicts decide (7 correct + 1 unparseable is easy). Either way an
+unparseable rollout is never a critique: a Refl. item needs a parsed correct and a parsed wrong
+judgment.
+
+Items:
+- **Refl.**: one per mixed pair: a correct and a wrong critique of the pair (each drawn at random
+  among its kind, seeded per pair), in random order; label = the correct critique's slot.
+- **Pref.**: non-easy pairs drawn at random with the human label; a pair may be in both sets.
+
+Variants (`TrainMixConfig.variant`), all from the same seeded draws so their Pref. sets nest:
+- `mix` (ReflectRM): Refl. = the mixed pairs (≤ max_refl); Pref. = ratio × Refl. (≤ pool, ≤
+  max_pref). Ratio `"1:0"` means Pref. only, every non-easy pair (≤ max_pref).
+- `pref_only` (the paper's RFT baseline): the Pref. items of `mix`, no Refl.
+- `pref_same_volume`: Pref. only, as many items as `mix` has in total (Pref. + Refl.).
+
+Prompts are chat messages (`rmlib.prompts.pref_messages` / `refl_messages`), fitted to the prompt
+budget by the project's own truncation policy before training (TRL's GRPOConfig has no prompt
+cap): a prompt the budget cuts is stored as the cut message, recovered from the rendered text.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass, field
+from fractions import Fraction
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from rmlib import prompts
+from rmlib.config import doc
+from rmlib.data.pair import DataError, Pair
+
+PAIR_CLASSES: tuple[str, ...] = ("easy", "mixed", "all_wrong", "correct_or_failed")
+VARIANTS: dict[str, str] = {
+    "mix": "Pref. + Refl. at the ratio (ReflectRM's unified training)",
+    "pref_only": "the mix's Pref. items only (the paper's RFT baseline)",
+    "pref_same_volume": "Pref. only, as many items as the mix holds in total",
+}
+ROLLOUT_REQUIRED: tuple[str, ...] = ("key", "sample", "text", "choice", "failure")
+SENTINEL = "\x00RMLIB-CONTENT\x00"
+
+
+@dataclass
+class TrainMixConfig:
+    """How the training mix is built from rollouts; the `mix` section of a params file."""
+
+    ratio: str = doc(
+        "Pref. : Refl. item ratio 'p:r' (paper: 4:1, best of its 1:0 … 5:1 ablation); "
+        "'1:0' = Pref. only.",
+        "4:1",
+    )
+    variant: str = doc(
+        "Which set to build: 'mix' (Pref.+Refl.), 'pref_only' (the mix's Pref. items: the "
+        "paper's RFT baseline), 'pref_same_volume' (Pref. only, the mix's total volume).",
+        "mix",
+    )
+    max_pref: int | None = doc("Cap on Pref. items (None = no cap).", None)
+    max_refl: int | None = doc("Cap on Refl. items (None = one per mixed pair).", None)
+    failure_is_wrong: bool = doc(
+        "An unparseable rollout counts as not correct when classifying pairs (so a pair with "
+        "one is never easy); False ignores unparseable rollouts. Never a critique either way.",
+        True,
+    )
+    critique_with_result: bool = doc(
+        "Show a critique's <Result> line in Refl. prompts; must match inference (default: "
+        "analysis only).",
+        False,
+    )
+    seed: int | None = doc("Seed of every draw of the mix; None = the run's seed.", None)
+
+    def __post_init__(self) -> None:
+        self.ratio_parts()  # validates
+        if self.variant not in VARIANTS:
+            raise ValueError(f"mix variant must be one of {list(VARIANTS)}, got {self.variant!r}")
+        for name in ("max_pref", "max_refl"):
+            value = getattr(self, name)
+            if value is not None and value < 0:
+                raise ValueError(f"{name} must be >= 0 or None, got {value}")
+
+    def ratio_parts(self) -> tuple[Fraction, Fraction]:
+        """The ratio as (pref, refl) fractions, e.g. '4:1' → (4, 1)."""
+        try:
+            p, r = (Fraction(x.strip()) for x in str(self.ratio).split(":"))
+        except ValueError:
+            raise ValueError(f"mix ratio must look like '4:1', got {self.ratio!r}") from None
+        if p < 0 or r < 0 or p == r == 0:
+            raise ValueError(f"mix ratio parts must be >= 0 and not both 0, got {self.ratio!r}")
+        return p, r
+
+
+@dataclass
+class TrainMix:
+    """A built training mix: the TRL dataset, per-pair classes, counts and provenance."""
+
+    dataset: Any  # datasets.Dataset
+    pair_classes: pd.DataFrame
+    counts: dict[str, Any]
+    provenance: dict[str, Any] = field(default_factory=dict)
+
+    def counts_table(self) -> pd.DataFrame:
+        return counts_table([self.counts])
+
+    def save(self, out_dir: str | Path) -> Path:
+        """Write dataset/ (save_to_disk), provenance.json, counts.csv and pair_classes.parquet."""
+        out = Path(out_dir)
+        out.mkdir(parents=True, exist_ok=True)
+        self.dataset.save_to_disk(str(out / "dataset"))
+        (out / "provenance.json").write_text(json.dumps(self.provenance, indent=2, default=str))
+        self.counts_table().to_csv(out / "counts.csv", index=False)
+        self.pair_classes.to_parquet(out / "pair_classes.parquet", index=False)
+        return out
+
+
+# ---------------------------------------------------------------- classification
+
+
+def classify_pairs(
+    rollouts: pd.DataFrame,
+    pairs: Sequence[Pair],
+    *,
+    failure_is_wrong: bool = True,
+    table: str = "rollout table",
+) -> pd.DataFrame:
+    """One row per pair: key, n, n_correct, n_wrong (parsed wrong), n_failed, class.
+
+    Every pair must have the same number of samples N (0..N-1, no duplicates), every rollout
+    must belong to a pair, and a rollout's label (when present) must be its pair's: otherwise a
+    DataError names the table, the row and the field.
+    """
+    _check_columns(rollouts, table)
+    by_key = {p.key: p for p in pairs}
+    counts: dict[str, list[int]] = {k: [0, 0, 0] for k in by_key}
+    samples: dict[str, set[int]] = {k: set() for k in by_key}
+    for row, r in enumerate(rollouts.itertuples(index=False)):
+        pair = by_key.get(r.key)
+        if pair is None:
+            raise DataError(table, row, "key", f"rollout of unknown pair {r.key!r}", "unknown_pair")
+        _check_row(r, pair, samples[r.key], table, row)
+        outcome = _outcome(r, pair.label)
+        counts[r.key][("correct", "wrong", "failed").index(outcome)] += 1
+    n = _common_n(samples, rollouts, table)
+    rows = []
+    for key, (c, w, f) in counts.items():
+        rows.append(
+            {
+                "key": key,
+                "n": n,
+                "n_correct": c,
+                "n_wrong": w,
+                "n_failed": f,
+                "class": pair_class(c, w, f, failure_is_wrong=failure_is_wrong),
+            }
+        )
+    return pd.DataFrame(rows, columns=["key", "n", "n_correct", "n_wrong", "n_failed", "class"])
+
+
+def pair_class(
+    n_correct: int, n_wrong: int, n_failed: int, *, failure_is_wrong: bool = True
+) -> str:
+    """The class of a pair from its counts of correct, parsed-wrong and unparseable rollouts."""
+    if n_correct and n_wrong:
+        return "mixed"
+    if not n_correct:
+        return "all_wrong"
+    if n_failed and failure_is_wrong:
+        return "correct_or_failed"
+    return "easy"
+
+
+def _check_columns(rollouts: pd.DataFrame, table: str) -> None:
+    missing = [c for c in ROLLOUT_REQUIRED if c not in rollouts.columns]
+    if missing:
+        raise DataError(table, None, missing[0], f"missing column(s) {missing}", "missing_column")
+
+
+def _check_row(r: Any, pair: Pair, seen: set[int], table: str, row: int) -> None:
+    sample = int(r.sample)
+    if sample in seen:
+        raise DataError(table, row, "sample", f"duplicate sample {sample} of {r.key}", "duplicate")
+    seen.add(sample)
+    label = getattr(r, "label", None)
+    if label is not None and not pd.isna(label) and int(label) != pair.label:
+        raise DataError(
+            table, row, "label", f"label {label} but pair {r.key} has label {pair.label}", "label"
+        )
+    choice = None if pd.isna(r.choice) else int(r.choice)
+    if (choice is None) == (r.failure is None or pd.isna(r.failure)):
+        raise DataError(
+            table, row, "choice", "exactly one of choice and failure must be set", "verdict"
+        )
+
+
+def _outcome(r: Any, label: int) -> str:
+    if r.failure is not None and not pd.isna(r.failure):
+        return "failed"
+    return "correct" if int(r.choice) == label else "wrong"
+
+
+def _common_n(samples: dict[str, set[int]], rollouts: pd.DataFrame, table: str) -> int:
+    sizes = {k: len(v) for k, v in samples.items()}
+    n = max(sizes.values(), default=0)
+    for key, size in sizes.items():
+        if size != n or samples[key] != set(range(n)):
+            rows = rollouts.index[rollouts["key"] == key].tolist()
+            raise DataError(
+                table,
+                rows[0] if rows else None,
+                "sample",
+                f"pair {key} has samples {sorted(samples[key])}, expected 0..{n - 1}: the rollout "
+                "pass is incomplete (rerun it; stored samples are reused)",
+                "incomplete",
+            )
+    return n
+
+
+# ---------------------------------------------------------------- selection
+
+
+def select_items(
+    classes: pd.DataFrame, cfg: TrainMixConfig, seed: int
+) -> tuple[list[str], list[str], dict[str, Any]]:
+    """(Pref. pair keys, Refl. pair keys, counts) under cfg; every draw seeded, order-free."""
+    p, r = cfg.ratio_parts()
+    pool = sorted(classes.loc[classes["class"] != "easy", "key"])
+    mixed = sorted(classes.loc[classes["class"] == "mixed", "key"])
+    random.Random(f"{seed}:pref").shuffle(pool)
+    random.Random(f"{seed}:refl-pairs").shuffle(mixed)
+    n_refl = 0 if r == 0 else _capped(len(mixed), cfg.max_refl)
+    if r == 0:
+        n_pref = _capped(len(pool), cfg.max_pref)
+    else:
+        n_pref = min(int(Fraction(n_refl) * p / r), len(pool), _cap(cfg.max_pref))
+    target = n_pref
+    if cfg.variant == "pref_only":
+        n_refl = 0
+    elif cfg.variant == "pref_same_volume":
+        target = n_pref + n_refl
+        n_pref, n_refl = min(target, len(pool)), 0
+    counts = {
+        "pref": n_pref,
+        "refl": n_refl,
+        "total": n_pref + n_refl,
+        "pref_pool": len(pool),
+        "pref_requested": target,
+        "ratio": cfg.ratio,
+        "variant": cfg.variant,
+    }
+    return pool[:n_pref], mixed[:n_refl], counts
+
+
+def _cap(limit: int | None) -> int:
+    return limit if limit is not None else 1 << 62
+
+
+def _capped(n: int, limit: int | None) -> int:
+    return min(n, _cap(limit))
+
+
+def pick_critiques(rollouts: pd.DataFrame, pair: Pair, seed: int) -> tuple[int, int, int]:
+    """(sample in slot 1, sample in slot 2, label = the correct critique's slot), mixed pair."""
+    rows = rollouts[rollouts["key"] == pair.key]
+    parsed = rows[rows["failure"].isna()]
+    correct = sorted(int(s) for s in parsed.loc[parsed["choice"] == pair.label, "sample"])
+    wrong = sorted(int(s) for s in parsed.loc[parsed["choice"] != pair.label, "sample"])
+    if not correct or not wrong:
+        raise ValueError(f"pair {pair.key} is not mixed: no parsed correct and wrong critique")
+    rng = random.Random(f"{seed}:refl:{pair.key}")
+    good, bad = rng.choice(correct), rng.choice(wrong)
+    slot = rng.choice((1, 2))
+    return (good, bad, 1) if slot == 1 else (bad, good, 2)
+
+
+# ---------------------------------------------------------------- prompts
+
+
+def fitted_messages(tokenizer: Any, messages: list[dict[str, str]], fitted: Any) -> list[dict]:
+    """The messages whose rendering is `fitted.text` (a `prompts.Prompt` after the budget policy).
+
+    Untruncated prompts are the messages themselves. A truncated one is recovered from the
+    rendered text: the chat template is rendered around a sentinel to find what surrounds the
+    content, and the result is checked to render back to exactly the fitted text.
+    """
+    if not fitted.truncated:
+        return messages
+    if len(messages) != 1 or messages[0]["role"] != "user":
+        raise ValueError("only single user-message prompts can be recovered after truncation")
+    shell = prompts.render(tokenizer, [{"role": "user", "content": SENTINEL}])
+    head, _, tail = shell.partition(SENTINEL)
+    text = fitted.text
+    if not (text.startswith(head) and text.endswith(tail)):
+        raise ValueError("the chat template does not embed the prompt verbatim")
+    out = [{"role": "user", "content": text[len(head) : len(text) - len(tail)]}]
+    if prompts.render(tokenizer, out) != text:
+        raise ValueError("recovered truncated prompt does not render back to the fitted text")
+    return out
+
+
+def pref_item(tokenizer: Any, pair: Pair, budget: prompts.PromptBudget) -> dict[str, Any]:
+    fitted = prompts.build_pref_prompt(tokenizer, pair, budget)
+    messages = fitted_messages(tokenizer, prompts.pref_messages(pair), fitted)
+    return _item(pair, "pref", pair.label, messages, fitted, -1, -1)
+
+
+def refl_item(
+    tokenizer: Any,
+    pair: Pair,
+    texts: dict[int, str],
+    picks: tuple[int, int, int],
+    budget: prompts.PromptBudget,
+    with_result: bool,
+) -> dict[str, Any]:
+    s1, s2, label = picks
+    c1, c2 = texts[s1], texts[s2]
+    fitted = prompts.build_refl_prompt(
+        tokenizer, pair, c1, c2, budget, critique_with_result=with_result
+    )
+    messages = prompts.refl_messages(pair, c1, c2, critique_with_result=with_result)
+    return _item(pair, "refl", label, fitted_messages(tokenizer, messages, fitted), fitted, s1, s2)
+
+
+def _item(
+    pair: Pair, task: str, label: int, messages: list, fitted: Any, s1: int, s2: int
+) -> dict[str, Any]:
+    return {
+        "prompt": messages,
+        "task": task,
+        "label": int(label),
+        "pair_key": pair.key,
+        "id": pair.id,
+        "source": pair.source,
+        "subset": pair.subset,
+        "prompt_tokens": int(fitted.n_tokens),
+        "truncated_prompt": bool(fitted.truncated),
+        "critique1_sample": int(s1),
+        "critique2_sample": int(s2),
+    }
+
+
+# ---------------------------------------------------------------- the mix
+
+
+def build_mix(
+    rollouts: pd.DataFrame,
+    pairs: Sequence[Pair],
+    tokenizer: Any,
+    cfg: TrainMixConfig | None = None,
+    *,
+    budget: prompts.PromptBudget | None = None,
+    seed: int = 0,
+    backbone: str = "",
+    table: str = "rollout table",
+) -> TrainMix:
+    """Classify the pairs, draw the Pref./Refl. items and render them into a TRL dataset.
+
+    `seed` is used when cfg.seed is None (the run's seed). `backbone` names the model whose
+    rollouts these are (provenance only). Items are shuffled together (seeded), so Pref. and
+    Refl. items share batches.
+    """
+    from datasets import Dataset
+
+    cfg = cfg or TrainMixConfig()
+    seed = cfg.seed if cfg.seed is not None else seed
+    budget = budget or prompts.PromptBudget()
+    classes = classify_pairs(rollouts, pairs, failure_is_wrong=cfg.failure_is_wrong, table=table)
+    pref_keys, refl_keys, selected = select_items(classes, cfg, seed)
+    by_key = {p.key: p for p in pairs}
+    items = [pref_item(tokenizer, by_key[k], budget) for k in pref_keys]
+    groups = dict(list(rollouts[rollouts["key"].isin(set(refl_keys))].groupby("key")))
+    for key in refl_keys:
+        rows = groups[key]
+        texts = {int(s): t for s, t in zip(rows["sample"], rows["text"], strict=True)}
+        picks = pick_critiques(rows, by_key[key], seed)
+        items.append(
+            refl_item(tokenizer, by_key[key], texts, picks, budget, cfg.critique_with_result)
+        )
+    random.Random(f"{seed}:order").shuffle(items)
+    counts = _counts(classes, selected, backbone)
+    provenance = {
+        "sources": sorted({p.source for p in pairs}),
+        "backbone": backbone,
+        "n_samples": counts["n_samples"],
+        "seed": seed,
+        "ratio": cfg.ratio,
+        "variant": cfg.variant,
+        "config": asdict(cfg),
+        "budget": asdict(budget),
+        "prompt_version": prompts.PROMPT_VERSION,
+        "counts": counts,
+    }
+    dataset = Dataset.from_list(items) if items else Dataset.from_dict({"prompt": []})
+    return TrainMix(dataset, classes, counts, provenance)
+
+
+def _counts(classes: pd.DataFrame, selected: dict[str, Any], backbone: str) -> dict[str, Any]:
+    per_class = classes["class"].value_counts()
+    counts = {
+        "backbone": backbone,
+        "n_pairs": len(classes),
+        "n_samples": int(classes["n"].iloc[0]) if len(classes) else 0,
+    }
+    counts.update({c: int(per_class.get(c, 0)) for c in PAIR_CLASSES})
+    counts.update(selected)
+    return counts
+
+
+def counts_table(rows: Sequence[dict[str, Any]]) -> pd.DataFrame:
+    """The paper's data-table layout: one row per mix (backbone, variant) with Pref., Refl.,
+    Sum, and how many pairs were easy, mixed and all-wrong (plus correct-or-failed)."""
+    out = [
+        {
+            "backbone": c.get("backbone", ""),
+            "variant": c["variant"],
+            "ratio": c["ratio"],
+            "Pref.": c["pref"],
+            "Refl.": c["refl"],
+            "Sum": c["total"],
+            "pairs": c["n_pairs"],
+            "N": c["n_samples"],
+            "easy": c["easy"],
+            "mixed": c["mixed"],
+            "all-wrong": c["all_wrong"],
+            "correct+failed": c["correct_or_failed"],
+        }
+        for c in rows
+    ]
+    return pd.DataFrame(out)
+
+
+def load_mix(path: str | Path) -> tuple[Any, dict[str, Any]]:
+    """(dataset, provenance) of a mix saved with TrainMix.save."""
+    from datasets import load_from_disk
+
+    root = Path(path)
+    if not (root / "dataset").is_dir():
+        raise FileNotFoundError(f"{root}: no dataset/ folder: not a saved training mix")
+    provenance = json.loads((root / "provenance.json").read_text())
+    return load_from_disk(str(root / "dataset")), provenance

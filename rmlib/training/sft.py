@@ -1,0 +1,297 @@
+"""The supervised format warm-up: teach a tiny model to write `<Analysis>…</Analysis><Result>…`.
+
+Tiny backbones (the tiny Qwen3, SmolLM2-135M) never produce the verdict format zero-shot (0 %
+parse), so GRPO on them gets the same reward on every completion and learns nothing. A short
+LoRA SFT on well-formed judgments of demo pairs fixes the format first (method.md §3: "an
+optional extra, needed only for tiny models"); rollouts and GRPO then start from the warmed-up
+model. Qwen3-4B needs none (`WarmupConfig.enabled` is off by default).
+
+Examples are prompt/completion pairs in plain text: the prompt is exactly what generation
+feeds the model (`rmlib.prompts` rendering, thinking off, our prompt budget), the completion a
+correct judgment (`reference_analysis` + `format_judgment`; TRL appends the end-of-turn token).
+Loss is on the completion only. A share of the examples are Refl. items (a correct and a wrong
+critique of the pair, the correct one preferred), so both tasks' verdict nouns are learnt.
+
+Measured here (environment.md): SmolLM2-135M, LoRA r=16 on all linear layers, 64 examples,
+batch 4, 1 epoch teaches the format (100 % parse), about 6 s a step on 2 CPU cores.
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any
+
+from rmlib import prompts
+from rmlib.config import doc
+from rmlib.data.pair import Pair
+
+
+@dataclass
+class WarmupConfig:
+    """The format warm-up (LoRA SFT); the `warmup` section of a params file."""
+
+    enabled: bool = doc("Run the warm-up (tiny models only; Qwen3-4B needs none).", False)
+    n_examples: int = doc("Demo pairs to learn from (64 taught SmolLM2 the format).", 64)
+    refl_share: float = doc("Share of examples that are Refl. items (both verdict nouns).", 0.25)
+    epochs: float = doc("Passes over the examples.", 1.0)
+    batch_size: int = doc("Examples per device batch.", 4)
+    gradient_accumulation_steps: int = doc("Batches per optimizer step.", 1)
+    learning_rate: float = doc("Peak learning rate of the LoRA SFT.", 2e-4)
+    lr_scheduler_type: str = doc("Learning-rate schedule.", "linear")
+    lora_r: int = doc("LoRA rank.", 16)
+    lora_alpha: int = doc("LoRA alpha.", 32)
+    lora_dropout: float = doc("LoRA dropout.", 0.0)
+    lora_target_modules: str = doc("LoRA targets ('all-linear').", "all-linear")
+    max_length: int = doc("Longest prompt + completion in tokens (longer are cut).", 1024)
+    precision: str = doc(
+        "Weights under the adapter: 'auto' (bf16 on GPU, fp32 on CPU), 'fp32', 'bf16' or 'nf4'.",
+        "auto",
+    )
+    merged_dtype: str = doc("dtype of the merged checkpoint written for generation.", "bf16")
+    gradient_checkpointing: bool = doc("Activation checkpointing (off: ~26 % faster here).", False)
+    critique_with_result: bool = doc(
+        "Show critiques' <Result> lines (must match inference).", False
+    )
+    data_seed: int | None = doc(
+        "Seed of the demo pairs drawn; None = run seed + 1 (so they "
+        "differ from the rollout pairs).",
+        None,
+    )
+    seed: int | None = doc("Training seed; None = run seed.", None)
+    torch_threads: int | None = doc("CPU threads for torch; None = torch's default.", None)
+
+    def __post_init__(self) -> None:
+        if not 0.0 <= self.refl_share <= 1.0:
+            raise ValueError(f"refl_share must be in [0, 1], got {self.refl_share}")
+        if self.precision not in ("auto", "fp32", "bf16", "nf4"):
+            raise ValueError(
+                f"warm-up precision must be auto/fp32/bf16/nf4, got {self.precision!r}"
+            )
+        if self.merged_dtype not in ("fp32", "bf16"):
+            raise ValueError(f"merged_dtype must be fp32 or bf16, got {self.merged_dtype!r}")
+
+
+@dataclass
+class WarmupResult:
+    adapter_dir: Path
+    merged_dir: Path | None
+    n_examples: int
+    steps: int
+    train_loss: float | None
+
+
+# ---------------------------------------------------------------- examples
+
+
+def refl_reference_analysis(pair: Pair, good_slot: int) -> str:
+    """A correct Refl. analysis: the critique in `good_slot` is right about which response wins."""
+    from rmlib.data.demo import reference_analysis
+
+    bad_slot = 3 - good_slot
+    return (
+        f"Critique {good_slot} reaches the right conclusion. {reference_analysis(pair)} "
+        f"Critique {bad_slot} prefers Response {3 - pair.label}, which is wrong."
+    )
+
+
+def warmup_example(
+    tokenizer: Any,
+    pair: Pair,
+    task: str,
+    rng: random.Random,
+    budget: prompts.PromptBudget,
+    with_result: bool = False,
+) -> dict[str, str]:
+    """One prompt/completion example of `task` for a demo pair; the target is a correct judgment."""
+    from rmlib.data.demo import reference_analysis
+
+    good = prompts.format_judgment(reference_analysis(pair), pair.label, "pref")
+    if task == "pref":
+        prompt = prompts.build_pref_prompt(tokenizer, pair, budget).text
+        return {"prompt": prompt, "completion": good, "task": "pref"}
+    flipped = replace(pair, label=3 - pair.label)  # its reference analysis argues the wrong way
+    bad = prompts.format_judgment(reference_analysis(flipped), flipped.label, "pref")
+    slot = rng.choice((1, 2))
+    c1, c2 = (good, bad) if slot == 1 else (bad, good)
+    prompt = prompts.build_refl_prompt(
+        tokenizer, pair, c1, c2, budget, critique_with_result=with_result
+    ).text
+    completion = prompts.format_judgment(refl_reference_analysis(pair, slot), slot, "refl")
+    return {"prompt": prompt, "completion": completion, "task": "refl"}
+
+
+def warmup_dataset(
+    tokenizer: Any,
+    pairs: Sequence[Pair],
+    cfg: WarmupConfig,
+    *,
+    seed: int = 0,
+    budget: prompts.PromptBudget | None = None,
+) -> Any:
+    """The warm-up examples as a Dataset (prompt, completion, task); the Refl. share is seeded."""
+    from datasets import Dataset
+
+    budget = budget or prompts.PromptBudget()
+    rng = random.Random(f"{seed}:warmup")
+    order = list(range(len(pairs)))
+    rng.shuffle(order)
+    n_refl = round(cfg.refl_share * len(pairs))
+    refl = set(order[:n_refl])
+    rows = [
+        warmup_example(
+            tokenizer, p, "refl" if i in refl else "pref", rng, budget, cfg.critique_with_result
+        )
+        for i, p in enumerate(pairs)
+    ]
+    return Dataset.from_list(rows)
+
+
+def warmup_pairs(cfg: WarmupConfig, *, seed: int = 0) -> list[Pair]:
+    """Demo training pairs for the warm-up, drawn with data_seed (default: seed + 1)."""
+    from rmlib.data.demo import load_demo
+
+    data_seed = cfg.data_seed if cfg.data_seed is not None else seed + 1
+    return load_demo(split="train", n=cfg.n_examples, seed=data_seed).pairs
+
+
+# ---------------------------------------------------------------- training
+
+
+def _precision(cfg: WarmupConfig) -> str:
+    import torch
+
+    if cfg.precision != "auto":
+        return cfg.precision
+    return "bf16" if torch.cuda.is_available() else "fp32"
+
+
+def sft_args(cfg: WarmupConfig, output_dir: str | Path, *, seed: int = 0) -> Any:
+    import torch
+    from trl import SFTConfig
+
+    seed = cfg.seed if cfg.seed is not None else seed
+    return SFTConfig(
+        output_dir=str(output_dir),
+        num_train_epochs=cfg.epochs,
+        per_device_train_batch_size=cfg.batch_size,
+        gradient_accumulation_steps=cfg.gradient_accumulation_steps,
+        learning_rate=cfg.learning_rate,
+        lr_scheduler_type=cfg.lr_scheduler_type,
+        max_length=cfg.max_length,
+        completion_only_loss=True,
+        packing=False,
+        gradient_checkpointing=cfg.gradient_checkpointing,
+        gradient_checkpointing_kwargs={"use_reentrant": False},
+        bf16=torch.cuda.is_available() and torch.cuda.is_bf16_supported(),
+        logging_steps=1,
+        save_strategy="no",
+        report_to="none",
+        seed=seed,
+        data_seed=seed,
+        disable_tqdm=True,
+    )
+
+
+def build_sft_trainer(
+    dataset: Any,
+    cfg: WarmupConfig,
+    output_dir: str | Path,
+    *,
+    backbone: str,
+    seed: int = 0,
+    trust_remote_code: bool = False,
+) -> Any:
+    """An SFTTrainer: backbone + fresh LoRA on all linear layers, completion-only loss."""
+    import torch
+    from peft import LoraConfig
+    from trl import SFTTrainer
+
+    from rmlib.training.grpo import load_policy
+
+    if cfg.torch_threads:
+        torch.set_num_threads(cfg.torch_threads)
+    model, tokenizer = load_policy(
+        backbone, precision=_precision(cfg), trust_remote_code=trust_remote_code
+    )
+    lora = LoraConfig(
+        r=cfg.lora_r,
+        lora_alpha=cfg.lora_alpha,
+        lora_dropout=cfg.lora_dropout,
+        target_modules=cfg.lora_target_modules,
+        bias="none",
+        task_type="CAUSAL_LM",
+    )
+    return SFTTrainer(
+        model=model,
+        args=sft_args(cfg, output_dir, seed=seed),
+        train_dataset=dataset,
+        processing_class=tokenizer,
+        peft_config=lora,
+    )
+
+
+def run_warmup(
+    pairs: Sequence[Pair],
+    cfg: WarmupConfig,
+    output_dir: str | Path,
+    *,
+    backbone: str,
+    seed: int = 0,
+    budget: prompts.PromptBudget | None = None,
+    merged_dir: str | Path | None = None,
+    trust_remote_code: bool = False,
+) -> WarmupResult:
+    """Train the warm-up adapter into output_dir; with merged_dir, also write backbone + adapter
+    merged into a plain checkpoint there (what rollouts, GRPO and evaluation then load)."""
+    from rmlib.models import load_tokenizer
+
+    tokenizer = load_tokenizer(backbone, trust_remote_code=trust_remote_code)
+    dataset = warmup_dataset(tokenizer, pairs, cfg, seed=seed, budget=budget)
+    trainer = build_sft_trainer(
+        dataset, cfg, output_dir, backbone=backbone, seed=seed, trust_remote_code=trust_remote_code
+    )
+    result = trainer.train()
+    trainer.save_model(str(output_dir))
+    merged = None
+    if merged_dir is not None:
+        merged = merge_adapter(
+            backbone,
+            output_dir,
+            merged_dir,
+            dtype=cfg.merged_dtype,
+            trust_remote_code=trust_remote_code,
+        )
+    loss = getattr(result, "training_loss", None)
+    return WarmupResult(Path(output_dir), merged, len(dataset), trainer.state.global_step, loss)
+
+
+def merge_adapter(
+    backbone: str,
+    adapter_dir: str | Path,
+    out_dir: str | Path,
+    *,
+    dtype: str = "bf16",
+    trust_remote_code: bool = False,
+) -> Path:
+    """Backbone + LoRA adapter merged into one plain safetensors checkpoint (with tokenizer).
+
+    The backbone is loaded unquantized (fp32) for the merge, whatever the adapter was trained on,
+    so a QLoRA adapter merges into full-precision weights; the result is cast to `dtype`.
+    """
+    import torch
+    from peft import PeftModel
+
+    from rmlib.models import load_backbone
+
+    base, tokenizer = load_backbone(
+        backbone, precision="fp32", trust_remote_code=trust_remote_code, device_map="cpu"
+    )
+    merged = PeftModel.from_pretrained(base, str(adapter_dir)).merge_and_unload()
+    merged = merged.to(torch.bfloat16 if dtype == "bf16" else torch.float32)
+    out = Path(out_dir)
+    merged.save_pretrained(str(out), safe_serialization=True)
+    tokenizer.save_pretrained(str(out))
+    return out

@@ -1,0 +1,44 @@
+"""benchmarks/gpu_check.py --tiny: the GPU check's code path (random Qwen3 checkpoint → NF4 reload
+→ production GRPO trainer → JSON of memory and speed) on the tiny shape, on CPU."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def load_script():
+    spec = importlib.util.spec_from_file_location("gpu_check", ROOT / "benchmarks" / "gpu_check.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.mark.slow
+@pytest.mark.filterwarnings("ignore::UserWarning")
+@pytest.mark.filterwarnings("ignore::FutureWarning")
+def test_gpu_check_runs_tiny(tmp_path, capsys):
+    out = tmp_path / "gpu_check.json"
+    assert (
+        load_script().main(
+            ["--tiny", "--steps", "1", "--output", str(out), "--workdir", str(tmp_path)]
+        )
+        == 0
+    )
+    result = json.loads(out.read_text())
+    printed = capsys.readouterr().out
+    assert json.loads(printed[printed.rindex("\n{\n") + 1 :]) == result  # the JSON is printed last
+    assert result["global_step"] == 1 and result["device"] == "cpu"
+    settings = result["settings"]
+    assert settings["group"] == 2 and settings["completion_tokens"] == 8
+    assert 150 <= settings["prompt_tokens"] <= 260  # the padded judge prompt
+    assert 0 < result["generated_tokens"] <= 2 * 8  # one prompt x group 2 x at most 8 tokens
+    assert result["train_tokens"] >= 2 * settings["prompt_tokens"]
+    assert result["generated_tokens_per_s"] > 0 and result["train_tokens_per_s"] > 0
+    assert result["peak_allocated_gib"] is None  # no GPU here
+    assert not list(tmp_path.glob("tmp*"))  # the random checkpoint is cleaned up

@@ -1,0 +1,296 @@
+"""rmlib.training.mix: pair classes, exact Pref./Refl. counts, ratio, seeding, prompts, saving."""
+
+from __future__ import annotations
+
+import json
+
+import pandas as pd
+import pytest
+
+from rmlib.data.demo import load_demo
+from rmlib.data.pair import DataError, Pair
+from rmlib.models import load_tokenizer, qwen3_tokenizer_dir
+from rmlib.prompts import PromptBudget, render
+from rmlib.training.mix import (
+    TrainMixConfig,
+    build_mix,
+    classify_pairs,
+    counts_table,
+    load_mix,
+    pair_class,
+)
+from rmlib.verdict import result_sentence
+
+
+@pytest.fixture(scope="module")
+def tokenizer():
+    return load_tokenizer(str(qwen3_tokenizer_dir()))
+
+
+def judgment(pair: Pair, sample: int, choice: int) -> str:
+    return (
+        f"<Analysis>marker {pair.key} sample {sample}</Analysis>\n"
+        f"<Result>{result_sentence(choice)}</Result>"
+    )
+
+
+def rollouts_for(pairs: list[Pair], outcomes: list[str]) -> pd.DataFrame:
+    """One row per sample; outcome letters: c = correct, w = parsed wrong, f = unparseable."""
+    rows = []
+    for pair, spec in zip(pairs, outcomes, strict=True):
+        for s, o in enumerate(spec):
+            choice = {"c": pair.label, "w": 3 - pair.label, "f": None}[o]
+            rows.append(
+                {
+                    "key": pair.key,
+                    "id": pair.id,
+                    "label": pair.label,
+                    "sample": s,
+                    "text": "no verdict" if choice is None else judgment(pair, s, choice),
+                    "choice": choice,
+                    "failure": "missing" if choice is None else None,
+                    "correct": o == "c",
+                }
+            )
+    df = pd.DataFrame(rows)
+    df["choice"] = df["choice"].astype("Int64")
+    return df
+
+
+# 10 pairs, N = 4: 3 easy, 4 mixed, 2 all-wrong (one all unparseable), 1 correct-or-failed.
+HAND = ["cccc", "cccc", "cccc", "ccww", "cwff", "wwwc", "cwcw", "wwww", "ffff", "cccf"]
+
+
+@pytest.fixture(scope="module")
+def hand_case():
+    pairs = load_demo(split="train", n=len(HAND), seed=0).pairs
+    return pairs, rollouts_for(pairs, HAND)
+
+
+def test_pair_classes_of_the_hand_built_case(hand_case):
+    pairs, rollouts = hand_case
+    classes = classify_pairs(rollouts, pairs)
+    assert classes["class"].tolist() == [
+        "easy",
+        "easy",
+        "easy",
+        "mixed",
+        "mixed",
+        "mixed",
+        "mixed",
+        "all_wrong",
+        "all_wrong",
+        "correct_or_failed",
+    ]
+    assert classes.loc[4, ["n_correct", "n_wrong", "n_failed"]].tolist() == [1, 1, 2]
+    lenient = classify_pairs(rollouts, pairs, failure_is_wrong=False)["class"].tolist()
+    assert lenient[9] == "easy" and lenient[8] == "all_wrong" and lenient[4] == "mixed"
+
+
+def test_pair_class_rule():
+    assert pair_class(8, 0, 0) == "easy"
+    assert pair_class(7, 0, 1) == "correct_or_failed"
+    assert pair_class(7, 0, 1, failure_is_wrong=False) == "easy"
+    assert pair_class(1, 1, 6) == "mixed"
+    assert pair_class(0, 0, 8) == "all_wrong"
+
+
+@pytest.mark.parametrize(
+    ("ratio", "variant", "max_refl", "pref", "refl"),
+    [
+        ("4:1", "mix", None, 7, 4),  # wants 16 Pref., the pool has 7 non-easy pairs
+        ("1:1", "mix", None, 4, 4),
+        ("3:2", "mix", None, 6, 4),
+        ("1:2", "mix", None, 2, 4),
+        ("1:1", "mix", 2, 2, 2),
+        ("1:0", "mix", None, 7, 0),  # Pref. only: every non-easy pair
+        ("1:1", "pref_only", None, 4, 0),  # the mix's Pref. items
+        ("1:2", "pref_same_volume", None, 6, 0),  # 2 + 4 = the mix's total
+        ("1:1", "pref_same_volume", None, 7, 0),  # 8 wanted, the pool caps it at 7
+    ],
+)
+def test_exact_counts(hand_case, tokenizer, ratio, variant, max_refl, pref, refl):
+    pairs, rollouts = hand_case
+    cfg = TrainMixConfig(ratio=ratio, variant=variant, max_refl=max_refl)
+    mix = build_mix(rollouts, pairs, tokenizer, cfg, seed=3, backbone="tiny")
+    tasks = mix.dataset["task"]
+    assert (tasks.count("pref"), tasks.count("refl")) == (pref, refl)
+    got = (mix.counts["pref"], mix.counts["refl"], mix.counts["total"])
+    assert got == (pref, refl, pref + refl)
+    easy = {p.key for p, o in zip(pairs, HAND, strict=True) if o == "cccc"}
+    mixed = {pairs[i].key for i in (3, 4, 5, 6)}
+    keys = mix.dataset["pair_key"]
+    assert not easy & set(keys)  # easy pairs are dropped
+    assert {k for k, t in zip(keys, tasks, strict=True) if t == "refl"} <= mixed
+    assert len(set(keys[i] for i, t in enumerate(tasks) if t == "pref")) == pref  # no repeats
+
+
+def test_counts_table_layout(hand_case, tokenizer):
+    pairs, rollouts = hand_case
+    mix = build_mix(rollouts, pairs, tokenizer, TrainMixConfig(ratio="1:1"), backbone="tiny")
+    row = mix.counts_table().iloc[0].to_dict()
+    assert {
+        k: row[k]
+        for k in (
+            "Pref.",
+            "Refl.",
+            "Sum",
+            "easy",
+            "mixed",
+            "all-wrong",
+            "correct+failed",
+            "pairs",
+            "N",
+        )
+    } == {
+        "Pref.": 4,
+        "Refl.": 4,
+        "Sum": 8,
+        "easy": 3,
+        "mixed": 4,
+        "all-wrong": 2,
+        "correct+failed": 1,
+        "pairs": 10,
+        "N": 4,
+    }
+    assert len(counts_table([mix.counts, mix.counts])) == 2
+
+
+def test_ratio_is_respected_when_the_pool_allows(tokenizer):
+    pairs = load_demo(split="train", n=60, seed=1).pairs
+    outcomes = ["cw"] * 10 + ["ww"] * 45 + ["cc"] * 5  # 10 mixed, pool of 55
+    rollouts = rollouts_for(pairs, outcomes)
+    for ratio, want in [("4:1", 40), ("5:1", 50), ("2:1", 20)]:
+        mix = build_mix(rollouts, pairs, tokenizer, TrainMixConfig(ratio=ratio))
+        assert (mix.counts["pref"], mix.counts["refl"]) == (want, 10)
+    capped = build_mix(rollouts, pairs, tokenizer, TrainMixConfig(ratio="4:1", max_pref=25))
+    assert capped.counts["pref"] == 25
+
+
+def test_seeded_draws(tokenizer):
+    pairs = load_demo(split="train", n=40, seed=2).pairs
+    outcomes = ["ccww", "wcfc"] * 6 + ["wwww"] * 28
+    rollouts = rollouts_for(pairs, outcomes)
+    cfg = TrainMixConfig(ratio="2:1")
+
+    def draw(seed, rows=rollouts, ps=pairs):
+        d = build_mix(rows, ps, tokenizer, cfg, seed=seed).dataset
+        return list(
+            zip(
+                d["pair_key"],
+                d["task"],
+                d["label"],
+                d["critique1_sample"],
+                d["critique2_sample"],
+                strict=True,
+            )
+        )
+
+    assert draw(0) == draw(0)
+    assert draw(0) != draw(1)
+    # the draw does not depend on the order of the inputs
+    shuffled = rollouts.sample(frac=1.0, random_state=0).reset_index(drop=True)
+    assert draw(0, shuffled, list(reversed(pairs))) == draw(0)
+    # the per-pair seed is in the config too, and overrides the run seed
+    seeded = build_mix(rollouts, pairs, tokenizer, TrainMixConfig(ratio="2:1", seed=1), seed=0)
+    assert list(seeded.dataset["pair_key"]) == [k for k, *_ in draw(1)]
+
+
+def test_pref_sets_of_the_variants_nest(tokenizer):
+    pairs = load_demo(split="train", n=40, seed=2).pairs
+    rollouts = rollouts_for(pairs, ["cw"] * 8 + ["ww"] * 32)
+
+    def pref_keys(variant):
+        d = build_mix(rollouts, pairs, tokenizer, TrainMixConfig(ratio="2:1", variant=variant))
+        return {
+            k for k, t in zip(d.dataset["pair_key"], d.dataset["task"], strict=True) if t == "pref"
+        }
+
+    mix, rft, same = pref_keys("mix"), pref_keys("pref_only"), pref_keys("pref_same_volume")
+    assert mix == rft and len(mix) == 16 and len(same) == 24 and rft < same
+
+
+def test_items_hold_the_right_prompts_and_labels(hand_case, tokenizer):
+    pairs, rollouts = hand_case
+    by_key = {p.key: p for p in pairs}
+    mix = build_mix(rollouts, pairs, tokenizer, TrainMixConfig(ratio="1:1"), seed=5)
+    for row in mix.dataset:
+        pair = by_key[row["pair_key"]]
+        content = row["prompt"][0]["content"]
+        assert row["prompt"][0]["role"] == "user" and pair.response1 in content
+        if row["task"] == "pref":
+            assert row["label"] == pair.label and "Critique 1" not in content
+            continue
+        spec = HAND[pairs.index(pair)]
+        s_good = row[f"critique{row['label']}_sample"]
+        s_bad = row[f"critique{3 - row['label']}_sample"]
+        assert spec[s_good] == "c" and spec[s_bad] == "w"  # never an unparseable critique
+        good = content.split(f"[Critique {row['label']} begins]")[1].split("ends]")[0]
+        assert f"marker {pair.key} sample {s_good}" in good
+        assert "<Result>" not in content.split("## Critiques for Judgment")[1].split("##")[0]
+    labels = [r["label"] for r in mix.dataset if r["task"] == "refl"]
+    assert set(labels) <= {1, 2}
+
+
+def test_truncated_prompts_follow_our_budget(tokenizer):
+    pair = load_demo(split="train", n=1, seed=0).pairs[0]
+    long = Pair(
+        id="long",
+        source="demo",
+        subset="x",
+        context=pair.context,
+        response1="alpha " * 600,
+        response2="beta " * 600,
+        label=1,
+        meta=pair.meta,
+    )
+    rollouts = rollouts_for([long], ["cw"])
+    budget = PromptBudget(max_prompt_tokens=400)
+    mix = build_mix(rollouts, [long], tokenizer, TrainMixConfig(ratio="1:1"), budget=budget)
+    assert len(mix.dataset) == 2
+    for row in mix.dataset:
+        assert row["truncated_prompt"] and row["prompt_tokens"] <= 400
+        text = render(tokenizer, row["prompt"])
+        assert len(tokenizer(text, add_special_tokens=False)["input_ids"]) == row["prompt_tokens"]
+        assert "[… truncated …]" in row["prompt"][0]["content"]
+
+
+def test_bad_rollout_tables_are_located(hand_case, tokenizer):
+    pairs, rollouts = hand_case
+    missing = rollouts.drop(index=5)
+    with pytest.raises(DataError, match="field 'sample'.*incomplete"):
+        classify_pairs(missing, pairs)
+    dup = pd.concat([rollouts, rollouts.iloc[[7]]], ignore_index=True)
+    with pytest.raises(DataError, match=f"row {len(rollouts)}, field 'sample'"):
+        classify_pairs(dup, pairs)
+    wrong_label = rollouts.copy()
+    wrong_label.loc[2, "label"] = 3 - int(wrong_label.loc[2, "label"])
+    with pytest.raises(DataError, match="row 2, field 'label'"):
+        classify_pairs(wrong_label, pairs)
+    with pytest.raises(DataError, match="unknown pair"):
+        classify_pairs(rollouts, pairs[1:])
+    with pytest.raises(DataError, match="field 'text'"):
+        classify_pairs(rollouts.drop(columns=["text"]), pairs)
+    with pytest.raises(ValueError, match="ratio"):
+        TrainMixConfig(ratio="4-1")
+    with pytest.raises(ValueError, match="variant"):
+        TrainMixConfig(variant="rft")
+
+
+def test_save_and_load(hand_case, tokenizer, tmp_path):
+    pairs, rollouts = hand_case
+    mix = build_mix(
+        rollouts,
+        pairs,
+        tokenizer,
+        TrainMixConfig(ratio="1:1"),
+        seed=7,
+        backbone="embedded:tiny-qwen3",
+    )
+    mix.save(tmp_path / "mix")
+    dataset, prov = load_mix(tmp_path / "mix")
+    assert dataset.to_list() == mix.dataset.to_list()
+    assert prov["backbone"] == "embedded:tiny-qwen3" and prov["n_samples"] == 4
+    assert prov["seed"] == 7 and prov["ratio"] == "1:1" and prov["sources"] == ["demo"]
+    assert json.loads((tmp_path / "mix" / "provenance.json").read_text())["counts"]["refl"] == 4
+    assert pd.read_csv(tmp_path / "mix" / "counts.csv")["Sum"].tolist() == [8]

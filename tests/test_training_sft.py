@@ -1,0 +1,84 @@
+"""rmlib.training.sft: warm-up examples (both tasks, correct targets, exact generation prompts) and
+a real LoRA SFT step on the tiny Qwen3 with completion-only loss, saved and merged."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from rmlib.data.demo import load_demo
+from rmlib.models import TINY_QWEN3, load_backbone, load_tokenizer
+from rmlib.prompts import PromptBudget, build_pref_prompt
+from rmlib.training.sft import (
+    WarmupConfig,
+    build_sft_trainer,
+    merge_adapter,
+    warmup_dataset,
+    warmup_pairs,
+)
+from rmlib.verdict import parse_verdict
+
+
+@pytest.fixture(scope="module")
+def tokenizer():
+    return load_tokenizer(TINY_QWEN3)
+
+
+def test_examples_are_correct_judgments_of_both_tasks(tokenizer):
+    cfg = WarmupConfig(n_examples=12, refl_share=0.25)
+    pairs = warmup_pairs(cfg, seed=0)
+    assert len(pairs) == 12 and pairs[0].id != load_demo(split="train", n=1, seed=0).pairs[0].id
+    ds = warmup_dataset(tokenizer, pairs, cfg, seed=0)
+    assert ds["task"].count("refl") == 3 and ds["task"].count("pref") == 9
+    for pair, row in zip(pairs, ds, strict=True):
+        verdict = parse_verdict(row["completion"], task=row["task"])
+        if row["task"] == "pref":
+            assert row["prompt"] == build_pref_prompt(tokenizer, pair, PromptBudget()).text
+            assert verdict.choice == pair.label
+            continue
+        slot = verdict.choice  # the critique judged better must be the correct one
+        good = row["prompt"].split(f"[Critique {slot} begins]")[1].split("ends]")[0]
+        bad = row["prompt"].split(f"[Critique {3 - slot} begins]")[1].split("ends]")[0]
+        assert f"Therefore Response {pair.label} is better." in good
+        assert f"Therefore Response {3 - pair.label} is better." in bad
+        assert "<Result>" not in good  # critiques shown as analysis only (the default)
+    assert ds.to_list() == warmup_dataset(tokenizer, pairs, cfg, seed=0).to_list()  # seeded
+
+
+@pytest.mark.slow
+@pytest.mark.filterwarnings("ignore::UserWarning")
+@pytest.mark.filterwarnings("ignore::FutureWarning")
+def test_sft_step_trains_completion_only_and_merges(tokenizer, tmp_path):
+    cfg = WarmupConfig(
+        enabled=True,
+        n_examples=2,
+        refl_share=0.5,
+        batch_size=2,
+        epochs=1,
+        learning_rate=1e-2,
+        torch_threads=2,
+    )
+    ds = warmup_dataset(tokenizer, warmup_pairs(cfg), cfg)
+    trainer = build_sft_trainer(ds, cfg, tmp_path / "adapter", backbone=TINY_QWEN3)
+    for example, row in zip(ds, trainer.train_dataset, strict=True):
+        ids = [i for i, lab in zip(row["input_ids"], row["labels"], strict=True) if lab != -100]
+        # the loss covers exactly the judgment and its end-of-turn token, never the prompt
+        assert tokenizer.decode(ids) == example["completion"] + tokenizer.eos_token
+    before = {n: p.detach().clone() for n, p in trainer.model.named_parameters() if p.requires_grad}
+    result = trainer.train()
+    assert trainer.state.global_step == 1 and torch.isfinite(torch.tensor(result.training_loss))
+    moved = [
+        n
+        for n, p in trainer.model.named_parameters()
+        if p.requires_grad and not torch.equal(p.detach(), before[n])
+    ]
+    # one step from B = 0 moves every B (A's gradient is zero until B is not)
+    assert sorted(moved) == sorted(n for n in before if "lora_B" in n) and moved
+    trainer.save_model(str(tmp_path / "adapter"))
+    merged_dir = merge_adapter(TINY_QWEN3, tmp_path / "adapter", tmp_path / "merged", dtype="fp32")
+    merged, tok = load_backbone(str(merged_dir), precision="fp32")
+    base, _ = load_backbone(TINY_QWEN3, precision="fp32")
+    q_merged = merged.model.layers[0].self_attn.q_proj.weight
+    q_base = base.model.layers[0].self_attn.q_proj.weight
+    assert not torch.allclose(q_merged, q_base)  # the adapter is in the merged weights
+    assert tok.chat_template == tokenizer.chat_template
