@@ -60,7 +60,11 @@ class FakeServer:
         self.bodies: list[dict] = []
         self.lock = threading.Lock()  # one generation at a time: HFBackend is not thread-safe
         self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
-        self.httpd.daemon_threads = True
+        # non-daemon handler threads are joined by server_close(): a handler still inside torch
+        # when the interpreter exits aborts the process ("terminate called without an active
+        # exception", exit 134)
+        self.httpd.daemon_threads = False
+        self.httpd.block_on_close = True
         self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}"
         self.thread = threading.Thread(target=self.httpd.serve_forever, daemon=True)
         self.thread.start()
