@@ -12,5 +12,4 @@ import tempfile
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("HF_DATASETS_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
-os.environ.setdefault("MPLBACKEND", "Agg")
 os.environ.setdefault("RMLIB_RUN_DIR", tempfile.mkdtemp(prefix="rmlib-nbval-smoke-"))
