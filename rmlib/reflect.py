@@ -104,6 +104,14 @@ class ReflectConfig:
         "An unparseable reflection counts as 'anchor_wins' (method.md default) or 'other_wins'.",
         "anchor_wins",
     )
+    prune_reflections: bool = doc(
+        "Skip stage-2 calls that cannot change the final verdict (exact: same verdicts as the "
+        "full method). Calls whose two critiques disagree run first, the rest only when still "
+        "needed. Every informative call still runs, so reflection accuracy is unchanged; but the "
+        "winner count is then partial, so the 'random_winners' baseline is not computed. "
+        "Off: every call (the default, for the analysis-quality notebook).",
+        False,
+    )
     majority_tie_break: str = doc(
         "Tie rule of the plain majority baseline: 'first' (the earliest parsed sample's verdict, "
         "itself a random draw), 'random' (seeded coin), or 'none' (tie = parse failure).",
@@ -246,6 +254,37 @@ def final_vote(anchor_choice: int, winner_choices: Sequence[int]) -> int:
     return vote
 
 
+def settled_verdict(
+    anchor_choice: int, winner_choices: Sequence[int], pending_choices: Sequence[int]
+) -> int | None:
+    """The final verdict if no outcome of the pending reflection calls can change it, else None.
+
+    Each pending call (given by the verdict of its rollout) may or may not add a winner; the
+    final vote depends only on how many winners of each verdict there are, so trying every count
+    of extra 1-winners and 2-winners covers every outcome. With no pending call this is
+    `final_vote`.
+    """
+    p1 = sum(1 for c in pending_choices if c == 1)
+    p2 = len(pending_choices) - p1
+    outcomes = {
+        final_vote(anchor_choice, [*winner_choices, *([1] * x), *([2] * y)])
+        for x in range(p1 + 1)
+        for y in range(p2 + 1)
+    }
+    return outcomes.pop() if len(outcomes) == 1 else None
+
+
+def reflection_rounds(
+    choices: Sequence[Choice], anchor: int, plan: Sequence[tuple[int, int]]
+) -> list[list[tuple[int, int]]]:
+    """The calls of `plan` in pruning order: those whose critique disagrees with the anchor's,
+    then those that agree (a disagreeing winner is the only way to overturn the anchor, so
+    when none wins the agreeing calls are moot). Empty rounds are dropped."""
+    disagree = [c for c in plan if choices[c[0]] != choices[anchor]]
+    agree = [c for c in plan if choices[c[0]] == choices[anchor]]
+    return [r for r in (disagree, agree) if r]
+
+
 def draw_random_winners(
     choices: Sequence[Choice], anchor: int, k: int, rng: np.random.Generator
 ) -> list[int]:
@@ -298,6 +337,7 @@ class _PairPlan:
     anchor: int | None
     random_anchor: int | None
     plans: dict[str, list[tuple[int, int]]]
+    pruned: dict[str, int] = field(default_factory=dict)  # method -> calls skipped (exact)
 
 
 def run_reflectrm(
@@ -343,33 +383,92 @@ def run_reflectrm(
     plans = [
         _plan_pair(p, rollouts_by_key, cfg) for p, rollouts_by_key in _with_groups(pairs, rollouts)
     ]
-    requests = [
-        judge.ReflectionRequest(
-            pair=pp.pair,
-            i=i,
-            anchor=anchor,
-            anchor_slot=slot,
-            critique_i=pp.texts[i],
-            critique_anchor=pp.texts[anchor],
-            method=method,
-        )
-        for pp in plans
-        for method, anchor in (("reflectrm", pp.anchor), ("random_anchor", pp.random_anchor))
-        for i, slot in pp.plans.get(method, [])
-    ]
-    reflections = judge.judge_reflections(
-        requests,
-        backend,
-        tokenizer,
-        params=cfg.reflection_params(),
-        budget=budget,
-        critique_with_result=cfg.critique_with_result,
-        failure_policy=cfg.reflection_failure,
-    )
+    reflections = _run_reflections(plans, backend, tokenizer, cfg, budget)
     reflections = _annotate_reflections(reflections, plans)
     predictions = _predictions(plans, reflections, greedy, rollouts, cfg)
     counts = _counts(rollouts, greedy, reflections, plans)
     return ReflectResult(rollouts, reflections, predictions, greedy, counts, cfg)
+
+
+def _run_reflections(
+    plans: list[_PairPlan], backend: Backend, tokenizer: Any, cfg: ReflectConfig, budget: Any
+) -> pd.DataFrame:
+    """Stage 2 for every pair and anchor: one backend call per round.
+
+    Without pruning there is one round (every planned call). With `cfg.prune_reflections` the
+    calls come in the rounds of `reflection_rounds`; before each round a pair whose verdict is
+    already settled (`settled_verdict`) drops its remaining calls, counted in `pp.pruned`.
+    """
+    from rmlib import judge
+
+    jobs = []  # (plan, method, anchor index, rounds of calls)
+    for pp in plans:
+        for method, anchor in (("reflectrm", pp.anchor), ("random_anchor", pp.random_anchor)):
+            calls = pp.plans.get(method, [])
+            if anchor is None or not calls:
+                continue
+            rounds = (
+                reflection_rounds(pp.choices, anchor, calls) if cfg.prune_reflections else [calls]
+            )
+            jobs.append((pp, method, anchor, rounds))
+    frames: list[pd.DataFrame] = []
+    wins: dict[tuple[str, str], list[int]] = {}
+    for r in range(max((len(j[3]) for j in jobs), default=0)):
+        requests = []
+        for pp, method, anchor, rounds in jobs:
+            if r >= len(rounds) or pp.pruned.get(method):
+                continue
+            ch = pp.choices
+            pending = [ch[i] for rnd in rounds[r:] for i, _ in rnd]
+            known = [ch[i] for i in wins.get((method, pp.pair.key), [])]
+            if cfg.prune_reflections and settled_verdict(ch[anchor], known, pending) is not None:
+                pp.pruned[method] = len(pending)  # type: ignore[assignment]
+                continue
+            requests += [
+                judge.ReflectionRequest(
+                    pair=pp.pair,
+                    i=i,
+                    anchor=anchor,
+                    anchor_slot=slot,
+                    critique_i=pp.texts[i],
+                    critique_anchor=pp.texts[anchor],
+                    method=method,
+                )
+                for i, slot in rounds[r]
+            ]
+        if not requests:
+            continue
+        df = judge.judge_reflections(
+            requests,
+            backend,
+            tokenizer,
+            params=cfg.reflection_params(),
+            budget=budget,
+            critique_with_result=cfg.critique_with_result,
+            failure_policy=cfg.reflection_failure,
+        )
+        won = df[df["other_wins"].astype(bool)]
+        for method, key, i in zip(won["method"], won["key"], won["i"], strict=True):
+            wins.setdefault((method, key), []).append(int(i))
+        frames.append(df)
+    if not frames:
+        return judge.judge_reflections([], backend, tokenizer, params=cfg.reflection_params())
+    return _in_plan_order(pd.concat(frames, ignore_index=True), plans)
+
+
+def _in_plan_order(refl: pd.DataFrame, plans: list[_PairPlan]) -> pd.DataFrame:
+    """Reflection rows by pair (input order), then method, then rollout index."""
+    rank = {pp.pair.key: n for n, pp in enumerate(plans)}
+    method_rank = {"reflectrm": 0, "random_anchor": 1}
+    order = sorted(
+        range(len(refl)),
+        key=lambda n: (
+            rank[refl["key"].iat[n]],
+            method_rank.get(refl["method"].iat[n], 2),
+            int(refl["i"].iat[n]),
+        ),
+    )
+    return refl.iloc[order].reset_index(drop=True)
 
 
 def _check_unique_keys(pairs: Sequence[Pair]) -> None:
@@ -466,7 +565,7 @@ def _pair_verdicts(
     majority = majority_vote(ch, cfg.majority_tie_break, tie_rng)  # type: ignore[arg-type]
     out: dict[str, tuple[Choice, int | None, int | None]] = {"majority": (majority, None, None)}
     if pp.anchor is None:  # nothing parsed: every rollout-based method fails
-        for m in ("anchor", "random_winners", "reflectrm"):
+        for m in ("anchor", "reflectrm", *(() if cfg.prune_reflections else ("random_winners",))):
             out[m] = (None, None, None)
         if cfg.run_random_anchor:
             out["random_anchor"] = (None, None, None)
@@ -474,16 +573,19 @@ def _pair_verdicts(
     a = pp.anchor
     winners = wins.get(("reflectrm", key), [])
     out["anchor"] = (ch[a], a, None)
-    out["reflectrm"] = (final_vote(ch[a], [ch[i] for i in winners]), a, len(winners))
-    drawn = draw_random_winners(ch, a, len(winners), pair_rng(cfg.seed, key, "random_winners"))
-    out["random_winners"] = (final_vote(ch[a], [ch[i] for i in drawn]), a, len(drawn))
+    # a pruned pair's winner count is partial (its verdict is exact): no count is reported
+    n_won = None if pp.pruned.get("reflectrm") else len(winners)
+    out["reflectrm"] = (final_vote(ch[a], [ch[i] for i in winners]), a, n_won)
+    if not cfg.prune_reflections:  # the ablation draws as many winners as the method found
+        drawn = draw_random_winners(ch, a, len(winners), pair_rng(cfg.seed, key, "random_winners"))
+        out["random_winners"] = (final_vote(ch[a], [ch[i] for i in drawn]), a, len(drawn))
     if pp.random_anchor is not None:
         ra = pp.random_anchor
         ra_winners = wins.get(("random_anchor", key), [])
         out["random_anchor"] = (
             final_vote(ch[ra], [ch[i] for i in ra_winners]),
             ra,
-            len(ra_winners),
+            None if pp.pruned.get("random_anchor") else len(ra_winners),
         )
     return out
 
@@ -527,7 +629,13 @@ def _counts(
         "greedy_parse_failures": _kinds(greedy),
         "pairs_without_parsed_rollout": n_parsed.get(0, 0),
         "pairs_with_one_parsed_rollout": n_parsed.get(1, 0),
+        "pairs_unanimous": sum(
+            1 for pp in plans if len({pp.choices[i] for i in _parsed(pp.choices)}) == 1
+        ),
         "reflection_calls": {str(k): int(v) for k, v in refl["method"].value_counts().items()},
+        "reflection_calls_pruned": {
+            m: sum(pp.pruned.get(m, 0) for pp in plans) for m in ("reflectrm", "random_anchor")
+        },
         "reflection_parse_failures": {
             str(k): int(v) for k, v in refl_fail["method"].value_counts().items()
         },
