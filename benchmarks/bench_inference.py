@@ -9,9 +9,13 @@ store (nothing is cached across measurements):
 - batched: our path (HFBackend batches under a token budget, each prompt prefilled once for its
   samples, shared prefixes, e.g. one pair's reflection prompts, prefilled once).
 
-Methods: greedy judging (one greedy judgment per pair), majority vote (N sampled judgments) and
+Methods: greedy judging (one greedy judgment per pair), majority vote (N sampled judgments),
 the two-stage method (`rmlib.reflect.run_reflectrm`: stage 1 = the same N samples, stage 2 = the
-reflection calls). Majority vote's generation work is exactly stage 1 of the two-stage run (the
+reflection calls) and `two_stage_pruned`, the same with exact pruning of stage-2 calls
+(`prune_reflections`: calls that cannot change the final verdict are not made; the JSON checks
+that its verdicts equal the full method's and counts the calls saved). The pruned run has a
+fresh store too, so its stage 1 is generated again and its figures are a whole run's.
+Majority vote's generation work is exactly stage 1 of the two-stage run (the
 same `judge_pairs` call), so by default its figures are those of stage 1, timed inside the
 two-stage run; `--separate-majority` measures it in a run of its own instead.
 
@@ -24,8 +28,8 @@ runs on the batched path only unless `--naive-stage2-full`.
 
 Prints one JSON object: per path and method the wall time, generated / prefilled / prompt tokens
 and forward passes, the ratios (naive / batched, two-stage / majority), the targets of issue 5,
-and the outcomes (parse rate, unanimous pairs, reflection calls in pairs whose verdicts all agree:
-what exact pruning would save). Timings on a shared CPU are only as good as the machine is
+and the outcomes (parse rate, unanimous pairs, reflection calls made and saved by pruning).
+Timings on a shared CPU are only as good as the machine is
 quiet: `machine.loadavg_*` says how busy it was, and `--threads auto` uses only idle cores.
 
     .venv/bin/python benchmarks/bench_inference.py                # 32 RewardBench pairs, N = 8
@@ -123,7 +127,7 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     )
     ap.add_argument(
         "--methods",
-        default="greedy,majority,two_stage,stage2_full",
+        default="greedy,majority,two_stage,two_stage_pruned,stage2_full",
         help="stage2_full: N-1 reflection calls per pair on the first path's stage-1 rollouts, "
         "as if all parsed (needs two_stage or majority before it)",
     )
@@ -133,6 +137,11 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
         action="store_true",
         help="also run stage2_full on the naive path (long: every reflection prompt prefilled "
         "whole)",
+    )
+    ap.add_argument(
+        "--naive-pruned",
+        action="store_true",
+        help="also run two_stage_pruned on the naive path",
     )
     ap.add_argument(
         "--separate-majority",
@@ -339,6 +348,7 @@ def run_method(method: str, path: str, ctx: dict[str, Any]) -> dict[str, Any]:
         seed=args.seed,
         run_greedy=False,
         run_random_anchor=False,
+        prune_reflections=method == "two_stage_pruned",
     )
     try:
         if method == "greedy":
@@ -381,6 +391,7 @@ def run_method(method: str, path: str, ctx: dict[str, Any]) -> dict[str, Any]:
         cost["stage1"] = summarize(stage1, len(pairs))
         cost["stage2"] = summarize(stage2, len(pairs))
         cost["reflection_calls"] = int(len(result.reflections))
+        cost["reflection_calls_pruned"] = result.counts["reflection_calls_pruned"]["reflectrm"]
         return {"cost": cost, "rollouts": result.rollouts, "result": result}
     finally:
         store.close()
@@ -452,7 +463,7 @@ def _ratio(a: float | None, b: float | None) -> float | None:
 
 def ratios(results: dict[str, dict[str, Any]]) -> dict[str, Any]:
     out: dict[str, Any] = {"naive_over_batched": {}, "two_stage_over_majority": {}}
-    for method in ("greedy", "majority", "two_stage", "stage2_full"):
+    for method in ("greedy", "majority", "two_stage", "two_stage_pruned", "stage2_full"):
         nv, bt = results.get("naive", {}).get(method), results.get("batched", {}).get(method)
         if nv and bt:
             out["naive_over_batched"][method] = {
@@ -460,9 +471,13 @@ def ratios(results: dict[str, dict[str, Any]]) -> dict[str, Any]:
             }
     for path, by_method in results.items():
         maj, two = by_method.get("majority"), by_method.get("two_stage")
+        pruned = by_method.get("two_stage_pruned")
+        keys = ("wall_s", "generated_tokens", "prefill_tokens")
         if maj and two:
-            out["two_stage_over_majority"][path] = {
-                k: _ratio(two[k], maj[k]) for k in ("wall_s", "generated_tokens", "prefill_tokens")
+            out["two_stage_over_majority"][path] = {k: _ratio(two[k], maj[k]) for k in keys}
+        if maj and pruned:
+            out.setdefault("two_stage_pruned_over_majority", {})[path] = {
+                k: _ratio(pruned[k], maj[k]) for k in keys
             }
         full = by_method.get("stage2_full")
         if maj and full:  # stage 1 + a stage 2 in which every rollout parsed
@@ -475,11 +490,13 @@ def ratios(results: dict[str, dict[str, Any]]) -> dict[str, Any]:
 
 def targets(r: dict[str, Any]) -> dict[str, Any]:
     two_maj = r["two_stage_over_majority"].get("batched", {}).get("wall_s")
+    pruned_maj = r.get("two_stage_pruned_over_majority", {}).get("batched", {}).get("wall_s")
     full_maj = r.get("two_stage_full_over_majority", {}).get("batched", {}).get("wall_s")
     speedup = r["naive_over_batched"].get("two_stage", {}).get("wall_s")
     full_speedup = r["naive_over_batched"].get("stage2_full", {}).get("wall_s")
     return {
         "two_stage_le_1.5x_majority": None if two_maj is None else two_maj <= 1.5,
+        "two_stage_pruned_le_1.5x_majority": None if pruned_maj is None else pruned_maj <= 1.5,
         "two_stage_full_le_1.5x_majority": None if full_maj is None else full_maj <= 1.5,
         "batched_two_stage_ge_3x_faster_than_naive": None if speedup is None else speedup >= 3,
         "batched_stage2_full_ge_3x_faster_than_naive": (
@@ -597,6 +614,8 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
             for path in paths:  # interleaved: drift in machine load hits both paths alike
                 if method == "stage2_full" and path == "naive" and not args.naive_stage2_full:
                     continue
+                if method == "two_stage_pruned" and path == "naive" and not args.naive_pruned:
+                    continue
                 _log(f"{path} {method} …")
                 run = run_method(method, path, ctx)
                 results[path][method] = run["cost"]
@@ -662,7 +681,7 @@ def report(
             tables.get("naive", {}).get(m, {}).get("rollouts"),
             tables.get("batched", {}).get(m, {}).get("rollouts"),
         )
-        for m in ("greedy", "majority", "two_stage", "stage2_full")
+        for m in ("greedy", "majority", "two_stage", "two_stage_pruned", "stage2_full")
         if m in tables.get("naive", {})
     }
     return {
@@ -717,8 +736,34 @@ def report(
         "targets": targets(r),
         "outcomes": outcomes(two["result"], args.n) if two else None,
         "same_text_naive_vs_batched": same,
-        "pruning": "exact pruning of reflection calls is not implemented here: "
-        "outcomes.reflection_calls_in_agreeing_pairs is what the unanimity rule saves",
+        "pruning": pruning(two, tables.get(main_path, {}).get("two_stage_pruned")),
+    }
+
+
+def pruning(full: Any, pruned: Any) -> dict[str, Any] | None:
+    """Calls saved by exact pruning, and whether its verdicts equal the full method's."""
+    if not full or not pruned:
+        return None
+    import pandas as pd
+
+    a, b = full["result"], pruned["result"]
+
+    def verdicts(result: Any) -> pd.Series:
+        p = result.predictions
+        return p[p["method"] == "reflectrm"].set_index("key")["verdict"]
+
+    va, vb = verdicts(a), verdicts(b).reindex(verdicts(a).index)
+    same = (va == vb) | (va.isna() & vb.isna())
+    n_full = int(len(a.reflections))
+    return {
+        "pairs": int(len(va)),
+        "pairs_unanimous": int(b.counts["pairs_unanimous"]),
+        "reflection_calls_full": n_full,
+        "reflection_calls_pruned_run": int(len(b.reflections)),
+        "reflection_calls_saved": int(b.counts["reflection_calls_pruned"]["reflectrm"]),
+        "saved_share": round(1 - len(b.reflections) / n_full, 4) if n_full else None,
+        "same_stage1_text": agreement(a.rollouts, b.rollouts),
+        "same_final_verdict_share": round(float(same.mean()), 4) if len(same) else None,
     }
 
 

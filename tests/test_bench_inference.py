@@ -32,7 +32,11 @@ def test_quick_benchmark_on_the_tiny_model(tmp_path, capsys):
     }
     naive, batched = report["results"]["naive"], report["results"]["batched"]
     assert set(naive) == {"greedy", "majority", "two_stage"}
-    assert set(batched) == {*naive, "stage2_full"}  # stage2_full: batched only by default
+    # stage2_full and the pruned method: batched only by default
+    assert set(batched) == {*naive, "stage2_full", "two_stage_pruned"}
+    assert batched["two_stage_pruned"]["generations"] == 6
+    assert report["pruning"]["pairs"] == 3 and report["pruning"]["reflection_calls_saved"] == 0
+    assert report["pruning"]["same_final_verdict_share"] == 1.0
     for path in (naive, batched):
         assert path["greedy"]["generations"] == 3 and path["two_stage"]["generations"] == 6
         assert path["majority"]["measured_as"].startswith("stage 1")
