@@ -97,6 +97,26 @@ class GenerationSection:
     max_batch_size: int = doc("Most sequences in one batch.", 64)
     store: str = doc("Generation store, relative to the run folder (SQLite).", "generations.sqlite")
     progress: bool = doc("Show progress bars.", True)
+    backend: str = doc(
+        "Who generates: 'hf' (transformers in this process) or 'http' (OpenAI-compatible "
+        "vLLM/SGLang servers at `endpoints`; rmlib.generation.http has the serve commands).",
+        "hf",
+    )
+    endpoints: list[str] = doc("backend 'http': server base URLs (one per server).", [])
+    served_models: dict = doc(
+        "backend 'http': the served name of each run model, e.g. {base: Qwen/Qwen3-4B, "
+        "unified: unified}; a model not listed is asked for by the backbone id (base) or by its "
+        "own name (the name given to --lora-modules / --lora-paths).",
+        {},
+    )
+    http_concurrency: int = doc("backend 'http': requests in flight at once.", 16)
+    http_timeout: float = doc("backend 'http': seconds before a request is retried.", 600.0)
+
+    def __post_init__(self) -> None:
+        if self.backend not in ("hf", "http"):
+            raise ValueError(f"generation.backend must be 'hf' or 'http', got {self.backend!r}")
+        if self.backend == "http" and not self.endpoints:
+            raise ValueError("generation.backend 'http' needs generation.endpoints (server URLs)")
 
 
 @dataclass

@@ -183,9 +183,46 @@ def model_ref(cfg: RunConfig, run: RunFolder, name: str) -> ModelRef:
 
 
 def backend(cfg: RunConfig, run: RunFolder, ref: ModelRef):
-    """(stored backend, tokenizer) for one model: every generation goes through the run's store."""
-    from rmlib.generation.hf import HFBackend
+    """(stored backend, tokenizer) for one model: every generation goes through the run's store.
+
+    generation.backend 'hf' loads the model here; 'http' asks the configured servers for it
+    (`served_model`) and loads only the tokenizer, to render prompts.
+    """
     from rmlib.generation.store import CachedBackend, GenerationStore
+
+    store = GenerationStore(run.path / cfg.generation.store)
+    if cfg.generation.backend == "http":
+        gen, tokenizer = _http_backend(cfg, ref)
+    else:
+        gen, tokenizer = _hf_backend(cfg, ref)
+    return CachedBackend(gen, store, progress=cfg.generation.progress), tokenizer
+
+
+def served_model(cfg: RunConfig, name: str) -> str:
+    """The name a vLLM/SGLang server serves run model `name` under."""
+    default = cfg.model.backbone if name == "base" else name
+    return str(cfg.generation.served_models.get(name, default))
+
+
+def _http_backend(cfg: RunConfig, ref: ModelRef):
+    from rmlib.generation.http import HTTPBackend
+    from rmlib.models import load_tokenizer
+
+    served = served_model(cfg, ref.name)
+    gen = HTTPBackend(
+        cfg.generation.endpoints,
+        served,
+        # the served name alone does not say which weights: keep the local identity in it
+        identity=f"http:{served}:{ref.identity}",
+        concurrency=cfg.generation.http_concurrency,
+        timeout=cfg.generation.http_timeout,
+        progress=cfg.generation.progress,
+    )
+    return gen, load_tokenizer(ref.path, trust_remote_code=cfg.model.trust_remote_code)
+
+
+def _hf_backend(cfg: RunConfig, ref: ModelRef):
+    from rmlib.generation.hf import HFBackend
     from rmlib.models import load_backbone
 
     model, tokenizer = load_backbone(
@@ -202,8 +239,7 @@ def backend(cfg: RunConfig, run: RunFolder, ref: ModelRef):
         max_batch_size=cfg.generation.max_batch_size,
         progress=cfg.generation.progress,
     )
-    store = GenerationStore(run.path / cfg.generation.store)
-    return CachedBackend(hf, store), tokenizer
+    return hf, tokenizer
 
 
 def prompt_budget(cfg: RunConfig):

@@ -324,3 +324,43 @@ def test_through_the_store_an_interrupted_run_resumes(tmp_path, serve):
     assert _tokens(got) == _tokens(fresh)
     again = CachedBackend(_client(server.url), store, progress=False).generate(PROMPTS, SAMPLING, 2)
     assert server.requests == 2 and _tokens(again) == _tokens(got)  # all from the store
+
+
+# ---------------------------------------------------------------- wired into the params
+
+
+def test_params_select_the_http_backend_for_a_run(tmp_path, hf, serve):
+    """generation.backend 'http' in a params file: the workbook's models are asked of the servers
+    under their served names, through the run's store, and give what the local model gives."""
+    from rmlib import pipeline
+    from rmlib.config import ConfigError, config_from_dict
+    from rmlib.run_folder import RunFolder
+
+    server = serve(served=("tiny-qwen3", "unified"))
+    cfg = config_from_dict(
+        {
+            "model": {"backbone": TINY_QWEN3, "precision": "fp32"},
+            "generation": {
+                "backend": "http",
+                "endpoints": [server.url],
+                "served_models": {"base": "tiny-qwen3"},
+                "progress": False,
+            },
+        }
+    )
+    run = RunFolder(tmp_path / "run")
+    ref = pipeline.ModelRef("base", TINY_QWEN3, None, "fp32")
+    gen, tok = pipeline.backend(cfg, run, ref)
+    assert isinstance(gen, CachedBackend) and isinstance(gen.backend, HTTPBackend)
+    assert gen.backend.model == "tiny-qwen3" and gen.identity.startswith("http:tiny-qwen3:")
+    assert tok.padding_side == "left"
+    got = gen.generate(PROMPTS, GREEDY)
+    for a, b in zip(got, hf.generate(PROMPTS, GREEDY), strict=True):
+        _same(a, b)
+    assert (run.path / "generations.sqlite").is_file() and gen.stats.misses == len(PROMPTS)
+    assert pipeline.served_model(cfg, "unified") == "unified"  # its --lora-modules name
+    assert pipeline.served_model(cfg, "base") == "tiny-qwen3"
+    with pytest.raises(ConfigError, match="needs generation.endpoints"):
+        config_from_dict({"generation": {"backend": "http"}})
+    with pytest.raises(ConfigError, match="'hf' or 'http'"):
+        config_from_dict({"generation": {"backend": "vllm"}})
