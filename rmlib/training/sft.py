@@ -12,8 +12,11 @@ correct judgment (`reference_analysis` + `format_judgment`; TRL appends the end-
 Loss is on the completion only. A share of the examples are Refl. items (a correct and a wrong
 critique of the pair, the correct one preferred), so both tasks' verdict nouns are learnt.
 
-Measured here (environment.md): SmolLM2-135M, LoRA r=16 on all linear layers, 64 examples,
-batch 4, 1 epoch teaches the format (100 % parse), about 6 s a step on 2 CPU cores.
+Measured here with these prompts (SmolLM2-135M, LoRA r=16 on all linear layers, 64 examples,
+batch 4, 1,024-token prompt budget; rollouts sampled at temperature 1, 4 per pair on 16 demo
+pairs): 1 epoch at lr 2e-4 left 1 of 64 rollouts parseable at a 96-token cap; 2 epochs at 5e-4
+(the defaults) gave 62 of 64 at a 128-token cap (2 cut at the cap), accuracy 0.52. The targets
+are 62–127 SmolLM2 tokens long (median 68): a rollout cap below ~130 tokens truncates some.
 """
 
 from __future__ import annotations
@@ -36,10 +39,14 @@ class WarmupConfig:
     enabled: bool = doc("Run the warm-up (tiny models only; Qwen3-4B needs none).", False)
     n_examples: int = doc("Demo pairs to learn from (64 taught SmolLM2 the format).", 64)
     refl_share: float = doc("Share of examples that are Refl. items (both verdict nouns).", 0.25)
-    epochs: float = doc("Passes over the examples.", 1.0)
+    epochs: float = doc(
+        "Passes over the examples (SmolLM2 here: 1 epoch at lr 2e-4 left ~2 % of sampled "
+        "rollouts parseable, 2 epochs at 5e-4 97 %; module docstring).",
+        2.0,
+    )
     batch_size: int = doc("Examples per device batch.", 4)
     gradient_accumulation_steps: int = doc("Batches per optimizer step.", 1)
-    learning_rate: float = doc("Peak learning rate of the LoRA SFT.", 2e-4)
+    learning_rate: float = doc("Peak learning rate of the LoRA SFT.", 5e-4)
     lr_scheduler_type: str = doc("Learning-rate schedule.", "linear")
     lora_r: int = doc("LoRA rank.", 16)
     lora_alpha: int = doc("LoRA alpha.", 32)
