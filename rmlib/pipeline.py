@@ -254,10 +254,12 @@ def prompt_budget(cfg: RunConfig):
 def format_warmup(cfg: RunConfig, run: RunFolder) -> pd.DataFrame:
     """The supervised format warm-up (profiles with warmup.enabled), merged into models/base.
 
-    Skipped when models/base already holds a complete checkpoint. The merge is written to a
+    Skipped when models/base already holds a complete checkpoint made with the same backbone,
+    seed and warm-up settings (anything else trains it again). The merge is written to a
     temporary folder and renamed, so an interrupted merge is never mistaken for a finished one.
     """
     import shutil
+    from dataclasses import asdict
 
     from rmlib.training.sft import run_warmup, warmup_pairs
 
@@ -266,9 +268,18 @@ def format_warmup(cfg: RunConfig, run: RunFolder) -> pd.DataFrame:
         print("this profile has no format warm-up: base = the backbone as it is")
         return pd.DataFrame()
     merged = run.path / "models" / "base"
+    made_by = {
+        "backbone": cfg.model.backbone,
+        "seed": cfg.run.seed,
+        "settings": json.loads(json.dumps(asdict(cfg.warmup))),
+        "max_prompt_tokens": cfg.prompts.max_prompt_tokens,
+    }
     if (merged / "config.json").exists() and summary_file.exists():
-        print(f"warm-up already done: {merged}")
-        return pd.DataFrame([json.loads(summary_file.read_text())])
+        done = json.loads(summary_file.read_text())
+        if {k: done.get(k) for k in made_by} == made_by:
+            print(f"warm-up already done: {merged}")
+            return pd.DataFrame([done])
+        print("warm-up settings changed since models/base was made: training it again")
     pairs = warmup_pairs(cfg.warmup, seed=cfg.run.seed)
     tmp = merged.with_name("base.partial")
     shutil.rmtree(tmp, ignore_errors=True)
@@ -285,7 +296,7 @@ def format_warmup(cfg: RunConfig, run: RunFolder) -> pd.DataFrame:
     shutil.rmtree(merged, ignore_errors=True)
     tmp.rename(merged)
     summary = {
-        "backbone": cfg.model.backbone,
+        **made_by,
         "examples": result.n_examples,
         "steps": result.steps,
         "train_loss": result.train_loss,

@@ -351,3 +351,32 @@ def test_command_line_overrides():
         _parse_set(["max_step=3"])
     with pytest.raises(SystemExit):
         main(["--help"])
+
+
+def test_cpu_log_probs_equal_trls_fused_path(mix, tmp_path):
+    """Our plain CPU path (completion positions only) gives TRL's fused-head log-probs and
+    entropies, on left-padded prompts, with and without grad."""
+    from trl import GRPOTrainer
+
+    trainer = build_trainer(
+        mix[0].dataset,
+        tiny_settings(),
+        tmp_path / "out",
+        backbone=TINY_QWEN3,
+        precision="fp32",
+        reward_funcs=[length_reward],
+        verbose=False,
+    )
+    gen = torch.Generator().manual_seed(0)
+    ids = torch.randint(5, 1000, (3, 20), generator=gen)
+    mask = torch.ones_like(ids)
+    mask[0, :4] = 0  # left padding of a shorter prompt
+    args = (trainer.model, ids, mask, 7)
+    ours = trainer._get_per_token_logps_and_entropies(*args, batch_size=2, compute_entropy=True)
+    trls = GRPOTrainer._get_per_token_logps_and_entropies(
+        trainer, *args, batch_size=2, compute_entropy=True
+    )
+    assert ours[0].shape == trls[0].shape == (3, 7)
+    torch.testing.assert_close(ours[0], trls[0], atol=1e-4, rtol=1e-4)
+    torch.testing.assert_close(ours[1], trls[1], atol=1e-4, rtol=1e-4)
+    assert ours[0].requires_grad  # the policy's log-probs carry gradients to the adapter

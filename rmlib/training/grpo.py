@@ -294,13 +294,84 @@ def _epoch_seeded_sampler_class() -> type:
     return EpochSeededRepeatSampler
 
 
+def completion_logps(
+    model: Any,
+    input_ids: Any,
+    attention_mask: Any,
+    logits_to_keep: int,
+    *,
+    batch_size: int | None = None,
+    compute_entropy: bool = False,
+    temperature: float = 1.0,
+) -> tuple[Any, Any]:
+    """Per-token log-probs (and entropies) of the last `logits_to_keep` tokens: a plain forward
+    that projects only those positions through the LM head, then log-softmax and gather.
+
+    Why: TRL 1.16 scores through its fused LM head kernel; without Triton (CPUs) that kernel
+    scores every position, the prompt included, in torch tiles over the whole vocabulary, which
+    made one SmolLM2 GRPO step of the demo take over 20 minutes here.
+    """
+    import torch
+    from trl.trainer.utils import entropy_from_logits, selective_log_softmax
+
+    batch_size = batch_size or input_ids.size(0)
+    logps, entropies = [], []
+    for start in range(0, input_ids.size(0), batch_size):
+        ids = input_ids[start : start + batch_size]
+        mask = attention_mask[start : start + batch_size]
+        # logits_to_keep + 1 positions predict the last logits_to_keep tokens
+        out = model(input_ids=ids, attention_mask=mask, logits_to_keep=logits_to_keep + 1)
+        logits = out.logits[:, :-1, :] / temperature
+        logps.append(selective_log_softmax(logits, ids[:, -logits_to_keep:]))
+        if compute_entropy:
+            entropies.append(entropy_from_logits(logits))
+    return torch.cat(logps), (torch.cat(entropies) if compute_entropy else None)
+
+
 def _trainer_class() -> type:
     from trl import GRPOTrainer
+    from trl.kernels.chunked_logprob import _use_triton
 
     sampler_class = _epoch_seeded_sampler_class()
 
     class ResumableGRPOTrainer(GRPOTrainer):
-        """GRPOTrainer whose data order is a function of (seed, epoch) only (exact resumes)."""
+        """GRPOTrainer whose data order is a function of (seed, epoch) only (exact resumes), and
+        whose log-probs on devices without Triton come from `completion_logps`."""
+
+        def _get_per_token_logps_and_entropies(
+            self,
+            model: Any,
+            input_ids: Any,
+            attention_mask: Any,
+            logits_to_keep: int,
+            batch_size: int | None = None,
+            compute_entropy: bool = False,
+            compute_aux_loss: bool = False,
+            **multimodal: Any,
+        ) -> Any:
+            plain = not _use_triton(input_ids.device) and not compute_aux_loss
+            if not plain or any(v is not None for v in multimodal.values()):
+                return super()._get_per_token_logps_and_entropies(
+                    model,
+                    input_ids,
+                    attention_mask,
+                    logits_to_keep,
+                    batch_size,
+                    compute_entropy,
+                    compute_aux_loss,
+                    **multimodal,
+                )
+            with self.accelerator.autocast():
+                logps, entropies = completion_logps(
+                    model,
+                    input_ids,
+                    attention_mask,
+                    logits_to_keep,
+                    batch_size=batch_size,
+                    compute_entropy=compute_entropy,
+                    temperature=self.temperature,
+                )
+            return logps, entropies, None
 
         def _get_train_sampler(self, dataset: Any = None) -> Any:
             return sampler_class(
