@@ -226,13 +226,19 @@ def test_llmbar_processed_sets_load_separately() -> None:
 @pytest.mark.data
 def test_hh_rlhf_harmless_test() -> None:
     root = shared("hh-rlhf")
-    # 4 upstream rows have an empty chosen answer: an empty response is bad input
+    # 4 upstream rows have an empty chosen answer: data by default (kept, tagged, counted) ...
+    res = data.load("hh-rlhf", str(root))
+    assert res.n_rows == len(res.pairs) == 2312 and not res.skipped
+    empty = [p for p in res.pairs if "empty_response" in p.meta]
+    assert [p.id for p in empty][0] == "86" and len(empty) == 4
+    assert {p.meta["empty_response"] for p in empty} == {"chosen"}
+    assert res.stats()["n_empty_responses"] == 4
+    # ... or bad input when asked: located when raising, counted when skipping
     with pytest.raises(DataError) as err:
-        data.load("hh-rlhf", str(root))
+        data.load("hh-rlhf", str(root), allow_empty=False)
     assert (err.value.row, err.value.field, err.value.kind) == (86, "chosen", "empty")
-    res = data.load("hh-rlhf", str(root), on_error="skip")
-    assert res.n_rows == 2312
-    assert len(res.pairs) == 2308 and res.skipped == {"empty response": 4}
+    strict = data.load("hh-rlhf", str(root), on_error="skip", allow_empty=False)
+    assert len(strict.pairs) == 2308 and strict.skipped == {"empty response": 4}
     assert {p.subset for p in res.pairs} == {"harmless-base"}
     with gzip.open(root / "harmless-base" / "test.jsonl.gz", "rt") as f:
         raw = [json.loads(line) for line in f]

@@ -96,15 +96,17 @@ class Row:
     def opt(self, field: str, default: Any = None) -> Any:
         return self.data.get(field, default) if isinstance(self.data, dict) else default
 
-    def text(self, field: str, value: Any = _MISSING, *, kind: str = "empty") -> str:
+    def text(
+        self, field: str, value: Any = _MISSING, *, kind: str = "empty", allow_empty: bool = False
+    ) -> str:
         """A non-empty string: a response by default; kind="empty_prompt" for a query, "value"
-        for any other field."""
+        for any other field. allow_empty: an empty string is valid data here (HH-RLHF)."""
         v = self.get(field) if value is _MISSING else value
         if v is None:
             raise self.fail(field, f"missing field '{field}'", "missing")
         if not isinstance(v, str):
             raise self.fail(field, f"expected a string, got {type(v).__name__}", "type")
-        if not v.strip():
+        if not v.strip() and not allow_empty:
             reason = {"empty": "empty response", "empty_prompt": "empty prompt"}.get(
                 kind, f"empty field '{field}'")
             raise self.fail(field, reason, kind)

@@ -38,18 +38,23 @@ def load_hh_rlhf(
     config: str | None = None,
     seed: int = 0,
     on_error: OnError = "raise",
+    allow_empty: bool = True,
     **options: Any,
 ) -> LoadResult:
     """HH-RLHF pairs: id = row index, subset = the data_dir (config), meta: n_turns.
 
     path: a `.jsonl(.gz)` file, the repo folder (`<config>/<split>.jsonl.gz`), or the hub id.
+    allow_empty: upstream has final assistant replies that are empty (harmless-base test: 4
+    chosen ones, an assistant that says nothing preferred to a harmful answer). They are data,
+    kept by default and tagged `meta["empty_response"]` ("chosen"/"rejected"); `rmlib data
+    stats` counts them. False treats them as bad rows (raise or skip).
     """
     no_options(SOURCE, options)
     split, config = split or DEFAULT_SPLIT, config or DEFAULT_CONFIG
     where, rows = rows_for(path, hub_id=HUB_ID, split=split, config=config,
                            config_is_data_dir=True)
     result = LoadResult(SOURCE, where, split, [])
-    return collect(result, rows, lambda row: [_pair(row, config, seed)], on_error)
+    return collect(result, rows, lambda row: [_pair(row, config, seed, allow_empty)], on_error)
 
 
 def parse_dialogue(text: str) -> list[dict[str, str]] | None:
@@ -76,13 +81,18 @@ def _dialogue(row: Row, field: str) -> list[dict[str, str]]:
     return msgs
 
 
-def _pair(row: Row, config: str, seed: int) -> Pair:
+def _pair(row: Row, config: str, seed: int, allow_empty: bool = True) -> Pair:
     chosen, rejected = _dialogue(row, "chosen"), _dialogue(row, "rejected")
     if chosen[:-1] != rejected[:-1]:
         raise row.fail("rejected", "chosen and rejected do not share the dialogue before the "
                        "last assistant turn", "prefix")
     context = row.context("chosen", chosen[:-1])
     pid = str(row.ordinal)
-    r1, r2, label = place(pid, seed, row.text("chosen", chosen[-1]["content"]),
-                          row.text("rejected", rejected[-1]["content"]))
-    return Pair(pid, SOURCE, config, context, r1, r2, label, {"n_turns": len(chosen)})
+    good = row.text("chosen", chosen[-1]["content"], allow_empty=allow_empty)
+    bad = row.text("rejected", rejected[-1]["content"], allow_empty=allow_empty)
+    r1, r2, label = place(pid, seed, good, bad)
+    meta: dict[str, Any] = {"n_turns": len(chosen)}
+    empty = [name for name, text in (("chosen", good), ("rejected", bad)) if not text.strip()]
+    if empty:
+        meta["empty_response"] = "+".join(empty)
+    return Pair(pid, SOURCE, config, context, r1, r2, label, meta)

@@ -136,6 +136,10 @@ class LoadResult:
             "n_pairs": n,
             "subsets": dict(sorted(subsets.items())),
             "label_balance": {"response1_better": ones, "share": round(ones / n, 4) if n else None},
+            # valid but empty responses (HH-RLHF has some by design): shown, never silent
+            "n_empty_responses": sum(
+                not p.response1.strip() or not p.response2.strip() for p in self.pairs
+            ),
             "n_skipped": sum(self.skipped.values()),
             "skipped_reasons": dict(self.skipped),
             "n_dropped": sum(self.dropped.values()),
