@@ -120,6 +120,12 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     ap.add_argument("--max-batch-tokens", type=int, default=32_768)
     ap.add_argument("--max-batch-size", type=int, default=64)
     ap.add_argument(
+        "--max-padding",
+        type=float,
+        default=None,
+        help="batched path: HFBackend max_padding (default: rmlib.generation.hf.MAX_PADDING)",
+    )
+    ap.add_argument(
         "--chunk-prompts",
         type=int,
         default=64,
@@ -323,6 +329,7 @@ def make_backend(
             identity=identity,
             max_batch_tokens=args.max_batch_tokens,
             max_batch_size=args.max_batch_size,
+            max_padding=args.max_padding,
             progress=args.progress,
         )
         chunk = args.chunk_prompts
@@ -718,7 +725,9 @@ def report(
                 "max_batch_size": args.max_batch_size,
                 "chunk_prompts": args.chunk_prompts,
                 "min_shared_prefix": _default_min_shared_prefix(),
-                "max_padding": _default_max_padding(torch.cuda.is_available()),
+                "max_padding": args.max_padding
+                if args.max_padding is not None
+                else _default_max_padding(torch.cuda.is_available()),
             },
         },
         "machine": {

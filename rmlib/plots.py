@@ -245,8 +245,10 @@ def data_overview(summary: pd.DataFrame, run: RunFolder) -> Figure:
     a.set_title("Pairs per subset")
     a.legend(
         handles=[Patch(color=colors[s], label=s) for s in sets],
-        loc="lower right",
-        title="set",
+        loc="upper center",
+        bbox_to_anchor=(0.5, -0.18),
+        ncol=len(sets),
+        frameon=False,
     )
     _label_balance(b, summary, colors)
     fig.suptitle("What the run judges: sizes and label position", fontweight="bold")
@@ -316,7 +318,7 @@ def length_distributions(lengths: pd.DataFrame, run: RunFolder) -> Figure:
     a.set_yticks(pos, [f"{n}\n(n={int((group == n).sum()):,})" for n in names])
     a.set_xlabel("response length (characters, log scale)")
     a.set_title("Response lengths (boxes: quartiles; whiskers: 1.5 IQR)")
-    a.legend(loc="lower right")
+    a.legend(loc="upper center", bbox_to_anchor=(0.5, -0.22), ncol=2, frameon=False)
     diff = lengths["len_chosen"] - lengths["len_rejected"]
     shares = pd.DataFrame(
         {
@@ -340,7 +342,7 @@ def length_distributions(lengths: pd.DataFrame, run: RunFolder) -> Figure:
     b.set_xlim(0, 100)
     b.set_xlabel("pairs (%)")
     b.set_title("Is the better response the longer one?")
-    b.legend(loc="lower right", fontsize=8)
+    b.legend(loc="upper center", bbox_to_anchor=(0.5, -0.22), ncol=3, fontsize=8, frameon=False)
     fig.tight_layout()
     return save(fig, run, "length_distributions")
 
@@ -372,7 +374,7 @@ def correct_per_pair(rollouts: pd.DataFrame, n: int, run: RunFolder) -> Figure:
         Patch(color=OKABE_ITO["blue"], label=f"mixed (Refl. source): {n_mixed}"),
         Patch(color=OKABE_ITO["grey"], label=f"{kinds[n]}: {counts[n]}"),
     ]
-    ax.legend(handles=handles, loc="upper center")
+    ax.legend(handles=handles, loc="upper left", bbox_to_anchor=(1.01, 1.0), frameon=False)
     ax.set_xticks(range(n + 1))
     ax.set_xlabel(f"correct verdicts out of N = {n} (parse failures count as not correct)")
     ax.set_ylabel("training pairs")
@@ -474,7 +476,7 @@ def parse_failures(run: RunFolder, models: list[str]) -> Figure:
     ax.set_xlabel("parse failures (count)")
     ax.set_title(title)
     if kinds:
-        ax.legend(title="kind", loc="lower right")
+        ax.legend(title="kind", loc="upper left", bbox_to_anchor=(1.01, 1.0), frameon=False)
     else:
         ax.text(0.5, 0.5, "no parse failures", transform=ax.transAxes, ha="center")
     ax.set_xlim(0, max(1.0, float(left.max()) * 1.1))

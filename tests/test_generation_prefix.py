@@ -7,6 +7,8 @@ log-probs (fp32, tiny Qwen3), while the counters show the prefill saved.
 
 from __future__ import annotations
 
+import random
+
 import pytest
 import torch
 
@@ -14,6 +16,7 @@ from rmlib import prompts as P
 from rmlib.data.demo import load_demo
 from rmlib.generation.base import Generation, SamplingParams
 from rmlib.generation.hf import (
+    MAX_PADDING,
     HFBackend,
     PrefixGroup,
     plan_batches,
@@ -100,6 +103,22 @@ def test_plan_limits_padding():
     strict = plan_batches(lengths, [0], 16, 10**9, 64, max_padding=0.0)
     assert [len(b) for b in strict] == [1, 1, 1, 1, 1]  # any padding at all starts a new batch
     assert len(plan_batches(lengths, [0], 16, 10**9, 64)) == 1  # default: the budget alone
+
+
+def test_default_padding_packs_several_reflection_groups_per_batch():
+    """Reflection prompts of one pair share a prefix and differ in critique length; at the
+    default padding limit a batch must hold several pairs (a batch per pair decodes ~4x slower)."""
+    rng = random.Random(0)
+    lengths, groups = [], []
+    for _ in range(21):
+        prefix = rng.randint(230, 290)
+        members = []
+        for _ in range(3):
+            lengths.append(prefix + rng.randint(150, 260))
+            members.append(len(lengths) - 1)
+        groups.append(PrefixGroup(tuple(members), prefix))
+    plan = plan_batches(lengths, [0], 128, 16384, 32, groups, max_padding=MAX_PADDING["cpu"])
+    assert len(plan) <= 5 and sum(len(b) for b in plan) == 63
 
 
 def test_prefill_plan_runs_each_shared_prefix_once():
