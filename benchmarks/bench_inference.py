@@ -727,7 +727,7 @@ def report(
                 "min_shared_prefix": _default_min_shared_prefix(),
                 "max_padding": args.max_padding
                 if args.max_padding is not None
-                else _default_max_padding(torch.cuda.is_available()),
+                else _default_max_padding(),
             },
         },
         "machine": {
@@ -783,10 +783,10 @@ def cpu_threads(setting: str) -> int:
     return max(1, (os.cpu_count() or 1) - busy)
 
 
-def _default_max_padding(cuda: bool) -> float:
+def _default_max_padding() -> float:
     from rmlib.generation.hf import MAX_PADDING
 
-    return MAX_PADDING["accelerator" if cuda else "cpu"]
+    return MAX_PADDING
 
 
 def _default_min_shared_prefix() -> int:

@@ -117,7 +117,7 @@ def test_default_padding_packs_several_reflection_groups_per_batch():
             lengths.append(prefix + rng.randint(150, 260))
             members.append(len(lengths) - 1)
         groups.append(PrefixGroup(tuple(members), prefix))
-    plan = plan_batches(lengths, [0], 128, 16384, 32, groups, max_padding=MAX_PADDING["cpu"])
+    plan = plan_batches(lengths, [0], 128, 16384, 32, groups, max_padding=MAX_PADDING)
     assert len(plan) <= 5 and sum(len(b) for b in plan) == 63
 
 

@@ -43,12 +43,12 @@ PRUNE_FRACTION = 0.25
 STATIC_CACHE_ROUND = 256
 DecodeCache = Literal["dynamic", "static"]
 # Padding a batch's prefill may add, as a fraction of its prompt tokens (HFBackend max_padding
-# None = by device). Only gross padding is worth a new batch, on a CPU too: decode steps dominate
+# None). Only gross padding is worth a new batch, on a GPU and on a CPU alike: decode steps dominate
 # and a small batch decodes far slower per token. Measured here (SmolLM2-135M, 2 cores): at 0.25
 # one pair's reflection prompts (critiques of unequal length after a shared prefix) made a batch
 # of their own, 3 rows, and stage 2 decoded at ~20 tok/s against ~85 tok/s for stage 1's full
 # batches; at 1.0 batches hold ~6 pairs.
-MAX_PADDING = {"cpu": 1.0, "accelerator": 1.0}
+MAX_PADDING = 1.0
 # Most prompts in one shared-prefix group (bounds the grouping search; larger sets split).
 MAX_GROUP = 256
 # Prompts of one call sharing at least this many leading tokens prefill them once (0: never).
@@ -153,7 +153,7 @@ class HFBackend:
     once and reuse its KV cache (MIN_SHARED_PREFIX by default; 0 turns it off). Exact: only the
     padding layout changes, so outputs equal the plain path's up to batch numerics.
     max_padding: a batch takes no further prompt once its prefill would compute more than
-    (1 + max_padding) x its prompt tokens (None: MAX_PADDING for the model's device; math.inf:
+    (1 + max_padding) x its prompt tokens (None: MAX_PADDING; math.inf:
     only the budget limits a batch). Prompts are sorted by length, so this starts a new batch
     where lengths drop; it trades padded prefill for more, smaller decode batches.
     share_prompt_prefill: True (default) prefills a prompt once for all its samples in a batch;
@@ -193,7 +193,7 @@ class HFBackend:
         if decode_cache not in ("dynamic", "static"):
             raise ValueError(f"decode_cache must be 'dynamic' or 'static', got {decode_cache!r}")
         if max_padding is not None and max_padding < 0:
-            raise ValueError("max_padding must be >= 0 (math.inf: no limit; None: by device)")
+            raise ValueError("max_padding must be >= 0 (math.inf: no limit; None: MAX_PADDING)")
         self.max_padding = max_padding
         self.share_prompt_prefill = share_prompt_prefill
         self.decode_cache: DecodeCache = decode_cache
@@ -225,9 +225,7 @@ class HFBackend:
         return self.model.get_input_embeddings().weight.device
 
     def _max_padding(self) -> float:
-        if self.max_padding is not None:
-            return self.max_padding
-        return MAX_PADDING["cpu" if self.device.type == "cpu" else "accelerator"]
+        return MAX_PADDING if self.max_padding is None else self.max_padding
 
     def reset_stats(self) -> GenerationStats:
         """Zero the counters; returns the old ones."""
