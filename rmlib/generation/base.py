@@ -100,3 +100,13 @@ def generation_key(identity: str, prompt: str, params: SamplingParams, index: in
         h.update(part.encode("utf-8"))
         h.update(b"\x00")
     return h.hexdigest()
+
+
+def sample_seed(seed: int, prompt: str, index: int) -> int:
+    """The RNG seed of sample `index` of `prompt`: a 63-bit hash of (seed, prompt, index).
+
+    Every backend seeds sample i from it (one generator per sample), so a sample does not depend
+    on what shares its batch, and a regenerated sample is the same sample.
+    """
+    h = hashlib.sha256(f"{seed}\x00{index}\x00".encode() + prompt.encode("utf-8"))
+    return int.from_bytes(h.digest()[:8], "little") & ((1 << 63) - 1)

@@ -22,7 +22,6 @@ it; its `text` is decoded without the stop token and without special tokens.
 
 from __future__ import annotations
 
-import hashlib
 import inspect
 import math
 import time
@@ -33,7 +32,7 @@ from typing import Any, Literal
 
 import torch
 
-from rmlib.generation.base import Generation, SamplingParams
+from rmlib.generation.base import Generation, SamplingParams, sample_seed
 
 # Drop finished rows from the batch once this fraction of it has finished: compacting the KV
 # cache costs a copy, so it is done in bulk rather than after every finished sequence.
@@ -54,12 +53,6 @@ MAX_GROUP = 256
 # Prompts of one call sharing at least this many leading tokens prefill them once (0: never).
 # Exact whatever the value; small values only add a second, short prefill pass.
 MIN_SHARED_PREFIX = 32
-
-
-def sample_seed(seed: int, prompt: str, index: int) -> int:
-    """The RNG seed of sample `index` of `prompt`: a 63-bit hash of (seed, prompt, index)."""
-    h = hashlib.sha256(f"{seed}\x00{index}\x00".encode() + prompt.encode("utf-8"))
-    return int.from_bytes(h.digest()[:8], "little") & ((1 << 63) - 1)
 
 
 def stop_token_ids(model: Any, tokenizer: Any) -> list[int]:

