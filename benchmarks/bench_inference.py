@@ -7,7 +7,10 @@ store (nothing is cached across measurements):
   again, as `model.generate(num_return_sequences=N)` does, and no prefix shared (`--naive
   sequential`: one sequence at a time, slower still);
 - batched: our path (HFBackend batches under a token budget, each prompt prefilled once for its
-  samples, shared prefixes, e.g. one pair's reflection prompts, prefilled once).
+  samples, shared prefixes, e.g. one pair's reflection prompts, prefilled once);
+- vllm: the vLLM engine in this process (rmlib.generation.vllm: continuous batching, prefix
+  caching), the CPU build here; its start (tens of seconds) happens before any timing, and its
+  `prefill_tokens` are the prompt tokens its prefix cache did not serve.
 
 Methods: greedy judging (one greedy judgment per pair), majority vote (N sampled judgments),
 the two-stage method (`rmlib.reflect.run_reflectrm`: stage 1 = the same N samples, stage 2 = the
@@ -137,7 +140,12 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
         help="stage2_full: N-1 reflection calls per pair on the first path's stage-1 rollouts, "
         "as if all parsed (needs two_stage or majority before it)",
     )
-    ap.add_argument("--paths", default="batched,naive")
+    ap.add_argument(
+        "--paths", default="batched,naive", help="any of batched, naive, vllm (comma-separated)"
+    )
+    ap.add_argument(
+        "--vllm-kv-cache-gib", type=float, default=2.0, help="vllm path: KV cache size on CPU"
+    )
     ap.add_argument(
         "--naive-stage2-full",
         action="store_true",
@@ -274,7 +282,8 @@ class Recorder:
         start = time.perf_counter()
         out = self.inner.generate(prompts, params, n=n, offset=offset)
         after = self.hf.stats.as_dict()
-        row = {k: after[k] - before[k] for k in COUNTERS}
+        # counters a backend does not keep (vLLM: positions, forward passes) count as 0
+        row = {k: after.get(k, 0) - before.get(k, 0) for k in COUNTERS}
         row.update(
             seconds=time.perf_counter() - start, sampled=params.do_sample, prompts=len(prompts), n=n
         )
@@ -309,6 +318,11 @@ def make_backend(
     from rmlib.generation.hf import HFBackend
     from rmlib.generation.store import CachedBackend, GenerationStore
 
+    if path == "vllm":
+        gen, chunk = vllm_backend(tok, identity, args), 512
+        store = GenerationStore(store_dir / f"{path}-{time.monotonic_ns()}.sqlite")
+        cached = CachedBackend(gen, store, chunk_prompts=chunk, progress=args.progress)
+        return Recorder(cached, gen), store
     if path == "naive":  # one prompt per call (chunk 1), no sharing of any prefill
         sequential = args.naive == "sequential"
         hf = HFBackend(
@@ -336,6 +350,35 @@ def make_backend(
     store = GenerationStore(store_dir / f"{path}-{time.monotonic_ns()}.sqlite")  # fresh each time
     cached = CachedBackend(hf, store, chunk_prompts=chunk, progress=args.progress)
     return Recorder(cached, hf), store
+
+
+def vllm_backend(tok: Any, identity: str, args: argparse.Namespace) -> Any:
+    """The vllm path's backend: one engine for the whole benchmark (started on first use)."""
+    import torch
+
+    from rmlib.generation import vllm as rv
+    from rmlib.models import resolve_model
+
+    local = resolve_model(args.model)
+    on_cuda = torch.cuda.is_available()
+    dtype, quantization = rv.vllm_dtype(args.precision, on_cuda)
+    settings = rv.EngineSettings(
+        model=local,
+        dtype=dtype,
+        quantization=quantization,
+        max_model_len=args.max_prompt_tokens + args.max_new_tokens,
+        enable_lora=args.adapter is not None,
+        kv_cache_gib=None if on_cuda else args.vllm_kv_cache_gib,
+        enforce_eager=not on_cuda,
+        seed=args.seed,
+    )
+    return rv.VLLMBackend(
+        rv.engine(settings),
+        tok,
+        identity=f"vllm:{identity}",
+        stop_ids=rv.checkpoint_stop_ids(local, tok),
+        adapter=args.adapter,
+    )
 
 
 def run_method(method: str, path: str, ctx: dict[str, Any]) -> dict[str, Any]:
@@ -492,13 +535,34 @@ def ratios(results: dict[str, dict[str, Any]]) -> dict[str, Any]:
                 k: _ratio(maj[k] + full[k], maj[k])
                 for k in ("wall_s", "generated_tokens", "prefill_tokens")
             }
+    out["vllm_over_batched_tokens_per_s"] = vllm_speedups(results)
     return out
+
+
+def vllm_speedups(results: dict[str, dict[str, Any]]) -> dict[str, float | None]:
+    """Generated tokens/s of the vllm path over the batched (transformers) path, per stage."""
+    vl, bt = results.get("vllm", {}), results.get("batched", {})
+
+    def rate(by_method: dict[str, Any], method: str, stage: str | None = None) -> float | None:
+        cost = by_method.get(method)
+        if cost and stage:
+            cost = cost.get(stage)
+        return cost.get("generated_tokens_per_s") if cost else None
+
+    return {
+        "stage1": _ratio(rate(vl, "majority"), rate(bt, "majority")),
+        "stage2": _ratio(rate(vl, "two_stage", "stage2"), rate(bt, "two_stage", "stage2")),
+        "stage2_full": _ratio(rate(vl, "stage2_full"), rate(bt, "stage2_full")),
+    }
 
 
 def targets(r: dict[str, Any]) -> dict[str, Any]:
     two_maj = r["two_stage_over_majority"].get("batched", {}).get("wall_s")
     pruned_maj = r.get("two_stage_pruned_over_majority", {}).get("batched", {}).get("wall_s")
     full_maj = r.get("two_stage_full_over_majority", {}).get("batched", {}).get("wall_s")
+    vllm = r.get("vllm_over_batched_tokens_per_s", {})
+    vllm_two_maj = r["two_stage_over_majority"].get("vllm", {}).get("wall_s")
+    vllm_full_maj = r.get("two_stage_full_over_majority", {}).get("vllm", {}).get("wall_s")
     speedup = r["naive_over_batched"].get("two_stage", {}).get("wall_s")
     full_speedup = r["naive_over_batched"].get("stage2_full", {}).get("wall_s")
     return {
@@ -509,7 +573,18 @@ def targets(r: dict[str, Any]) -> dict[str, Any]:
         "batched_stage2_full_ge_3x_faster_than_naive": (
             None if full_speedup is None else full_speedup >= 3
         ),
+        "vllm_stage1_ge_3x_batched_tokens_per_s": _at_least(vllm.get("stage1"), 3),
+        "vllm_stage2_ge_3x_batched_tokens_per_s": _at_least(vllm.get("stage2"), 3),
+        "vllm_stage2_full_ge_3x_batched_tokens_per_s": _at_least(vllm.get("stage2_full"), 3),
+        "vllm_two_stage_le_1.5x_majority": None if vllm_two_maj is None else vllm_two_maj <= 1.5,
+        "vllm_two_stage_full_le_1.5x_majority": (
+            None if vllm_full_maj is None else vllm_full_maj <= 1.5
+        ),
     }
+
+
+def _at_least(value: float | None, bound: float) -> bool | None:
+    return None if value is None else value >= bound
 
 
 # ---------------------------------------------------------------- decode throughput

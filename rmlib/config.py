@@ -18,7 +18,7 @@ import types
 import typing
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import yaml
 
@@ -33,6 +33,10 @@ def doc(text: str, default: Any = dataclasses.MISSING, **kw: Any) -> Any:
 
 class ConfigError(ValueError):
     """A params file with a wrong key or value; names the file and the dotted key."""
+
+
+Backend = Literal["hf", "vllm", "http"]
+Precision = Literal["auto", "nf4", "bf16", "fp32"]
 
 
 @dataclass
@@ -62,9 +66,28 @@ class ModelSection:
         "'embedded:tiny-qwen3' (tests).",
         "embedded:smollm2-135m",
     )
-    precision: str = doc("Weights for inference: nf4 (QLoRA-style 4-bit), bf16 or fp32.", "bf16")
-    train_precision: str = doc("Weights under the LoRA adapter during training.", "nf4")
+    precision: Precision = doc(
+        "Weights for inference: nf4 (QLoRA-style 4-bit), bf16, fp32, or auto (bf16 on CUDA and "
+        "on CPUs with AMX / AVX-512 BF16, fp32 on other CPUs; the manifest says which and why).",
+        "bf16",
+    )
+    train_precision: Precision = doc(
+        "Weights under the LoRA adapter during training (same choices as precision).", "nf4"
+    )
+
+    def __post_init__(self) -> None:
+        for key in ("precision", "train_precision"):
+            value = getattr(self, key)
+            if value not in typing.get_args(Precision):
+                raise ValueError(
+                    f"model.{key} must be one of {typing.get_args(Precision)}, got {value!r}"
+                )
     trust_remote_code: bool = doc("Allow model code from the checkpoint (off: safer).", False)
+    allow_cpu: bool = doc(
+        "Run a non-embedded backbone with no CUDA device. Off: `rmlib run` refuses at once "
+        "(Qwen3-4B on a CPU would take weeks); the embedded demo/test models always run on CPU.",
+        False,
+    )
     enable_thinking: bool = doc(
         "Qwen3 thinking mode; the paper runs non-thinking everywhere. Must match across steps.",
         False,
@@ -91,16 +114,46 @@ class DataSection:
 
 @dataclass
 class GenerationSection:
-    max_batch_tokens: int = doc(
-        "Token budget per generation batch (prompt + new tokens, summed over sequences).", 16384
+    backend: Backend = doc(
+        "Who generates: 'vllm' (vLLM's engine in this process: continuous batching, paged KV "
+        "cache, prefix caching, LoRA adapters; the CPU build on machines without a GPU), 'hf' "
+        "(our transformers decode loop: the reference and the fallback) or 'http' "
+        "(OpenAI-compatible vLLM/SGLang servers at `endpoints`; rmlib.generation.http has the "
+        "serve commands).",
+        "hf",
     )
-    max_batch_size: int = doc("Most sequences in one batch.", 64)
+    max_batch_tokens: int = doc(
+        "backend 'hf': token budget per generation batch (prompt + new tokens, summed over "
+        "sequences).",
+        16384,
+    )
+    max_batch_size: int = doc("backend 'hf': most sequences in one batch.", 64)
+    chunk_prompts: int | None = doc(
+        "Prompts per backend call; each call's samples are stored before the next starts (a kill "
+        "loses at most one call). None: 64 for 'hf', 512 for 'vllm' and 'http' (an engine keeps "
+        "busy only with many requests in flight).",
+        None,
+    )
     store: str = doc("Generation store, relative to the run folder (SQLite).", "generations.sqlite")
     progress: bool = doc("Show progress bars.", True)
-    backend: str = doc(
-        "Who generates: 'hf' (transformers in this process) or 'http' (OpenAI-compatible "
-        "vLLM/SGLang servers at `endpoints`; rmlib.generation.http has the serve commands).",
-        "hf",
+    gpu_memory_utilization: float = doc(
+        "backend 'vllm' on CUDA: share of the card vLLM takes for weights + KV cache.", 0.85
+    )
+    kv_cache_gib: float | None = doc(
+        "backend 'vllm': KV cache size in GiB. None: from gpu_memory_utilization on CUDA, "
+        "2 GiB on CPU (the CPU engine would otherwise reserve a share of all host memory).",
+        None,
+    )
+    max_num_seqs: int = doc("backend 'vllm': most sequences the engine decodes at once.", 256)
+    max_num_batched_tokens: int = doc(
+        "backend 'vllm': tokens one engine step runs (prefill chunks + decodes); raised to the "
+        "longest prompt + new tokens if lower (a seeded prompt must not be split over steps).",
+        8192,
+    )
+    enforce_eager: bool | None = doc(
+        "backend 'vllm': skip torch.compile and CUDA graphs. None: eager on CPU (starts in tens "
+        "of seconds instead of minutes), compiled on CUDA (faster decode steps).",
+        None,
     )
     endpoints: list[str] = doc("backend 'http': server base URLs (one per server).", [])
     served_models: dict = doc(
@@ -113,10 +166,20 @@ class GenerationSection:
     http_timeout: float = doc("backend 'http': seconds before a request is retried.", 600.0)
 
     def __post_init__(self) -> None:
-        if self.backend not in ("hf", "http"):
-            raise ValueError(f"generation.backend must be 'hf' or 'http', got {self.backend!r}")
+        if self.backend not in typing.get_args(Backend):
+            raise ValueError(
+                f"generation.backend must be one of {typing.get_args(Backend)}, "
+                f"got {self.backend!r}"
+            )
         if self.backend == "http" and not self.endpoints:
             raise ValueError("generation.backend 'http' needs generation.endpoints (server URLs)")
+        if not 0 < self.gpu_memory_utilization <= 1:
+            raise ValueError("generation.gpu_memory_utilization must be in (0, 1]")
+
+    def prompts_per_call(self) -> int:
+        if self.chunk_prompts is not None:
+            return self.chunk_prompts
+        return 64 if self.backend == "hf" else 512
 
 
 @dataclass

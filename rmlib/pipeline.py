@@ -14,7 +14,7 @@ from __future__ import annotations
 import json
 import random
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -179,23 +179,84 @@ def model_ref(cfg: RunConfig, run: RunFolder, name: str) -> ModelRef:
                 f"{adapter_dir} holds no adapter: train '{name}' first (notebook 03_training)"
             )
         adapter = str(adapter_dir)
-    return ModelRef(name, base_path(cfg, run), adapter, cfg.model.precision)
+    from rmlib.models import resolve_precision
+
+    precision, _ = resolve_precision(cfg.model.precision)
+    return ModelRef(name, base_path(cfg, run), adapter, precision)
 
 
 def backend(cfg: RunConfig, run: RunFolder, ref: ModelRef):
     """(stored backend, tokenizer) for one model: every generation goes through the run's store.
 
-    generation.backend 'hf' loads the model here; 'http' asks the configured servers for it
-    (`served_model`) and loads only the tokenizer, to render prompts.
+    generation.backend 'vllm' serves it from the process's vLLM engine (adapters by LoRARequest
+    on the base weights); 'hf' loads it here into our transformers loop; 'http' asks the
+    configured servers for it (`served_model`) and loads only the tokenizer, to render prompts.
     """
     from rmlib.generation.store import CachedBackend, GenerationStore
 
     store = GenerationStore(run.path / cfg.generation.store)
-    if cfg.generation.backend == "http":
-        gen, tokenizer = _http_backend(cfg, ref)
-    else:
-        gen, tokenizer = _hf_backend(cfg, ref)
-    return CachedBackend(gen, store, progress=cfg.generation.progress), tokenizer
+    make = {"http": _http_backend, "vllm": _vllm_backend, "hf": _hf_backend}
+    gen, tokenizer = make[cfg.generation.backend](cfg, ref)
+    cached = CachedBackend(
+        gen,
+        store,
+        chunk_prompts=cfg.generation.prompts_per_call(),
+        progress=cfg.generation.progress,
+    )
+    return cached, tokenizer
+
+
+def max_new_tokens(cfg: RunConfig) -> int:
+    """The longest generation any step of the run asks for (rollouts, judgments, reflections)."""
+    return max(
+        cfg.rollouts.max_new_tokens,
+        cfg.inference.max_new_tokens,
+        cfg.inference.reflection_max_new_tokens,
+    )
+
+
+def vllm_settings(cfg: RunConfig, path: str, precision: str):
+    """The vLLM engine settings of a run: one engine for the base model and all its adapters."""
+    import torch
+
+    from rmlib.generation.vllm import EngineSettings, vllm_dtype
+
+    on_cuda = torch.cuda.is_available()
+    dtype, quantization = vllm_dtype(precision, on_cuda)
+    gen = cfg.generation
+    return EngineSettings(
+        model=path,
+        dtype=dtype,
+        quantization=quantization,
+        max_model_len=cfg.prompts.max_prompt_tokens + max_new_tokens(cfg),
+        # known before the engine starts, so base and adapters share it: any trained model
+        enable_lora=bool(trained_models(cfg)),
+        max_lora_rank=cfg.grpo.lora_r,
+        gpu_memory_utilization=gen.gpu_memory_utilization,
+        kv_cache_gib=gen.kv_cache_gib,
+        max_num_batched_tokens=gen.max_num_batched_tokens,
+        max_num_seqs=gen.max_num_seqs,
+        enforce_eager=(not on_cuda) if gen.enforce_eager is None else gen.enforce_eager,
+        seed=cfg.run.seed,
+    )
+
+
+def _vllm_backend(cfg: RunConfig, ref: ModelRef):
+    from rmlib.generation.vllm import VLLMBackend, checkpoint_stop_ids, engine
+    from rmlib.models import load_tokenizer, resolve_model
+
+    path = resolve_model(ref.path)
+    tokenizer = load_tokenizer(ref.path, trust_remote_code=cfg.model.trust_remote_code)
+    llm = engine(vllm_settings(cfg, path, ref.precision))
+    gen = VLLMBackend(
+        llm,
+        tokenizer,
+        # its own samples: vLLM's RNG and kernels are not the transformers loop's
+        identity=f"vllm:{ref.identity}",
+        stop_ids=checkpoint_stop_ids(path, tokenizer),
+        adapter=ref.adapter,
+    )
+    return gen, tokenizer
 
 
 def served_model(cfg: RunConfig, name: str) -> str:
@@ -410,6 +471,7 @@ def train_all(cfg: RunConfig, run: RunFolder) -> pd.DataFrame:
 def train(cfg: RunConfig, run: RunFolder, model: str) -> dict[str, Any]:
     import shutil
 
+    from rmlib.models import resolve_precision
     from rmlib.training.grpo import train_grpo
     from rmlib.training.mix import load_mix
 
@@ -423,12 +485,16 @@ def train(cfg: RunConfig, run: RunFolder, model: str) -> dict[str, Any]:
             f"the '{model}' training mix is empty (no pair had a wrong rollout): nothing to "
             "train on; use more training pairs or more rollouts per pair"
         )
+    settings = cfg.grpo
+    if settings.use_vllm and settings.vllm_max_model_length is None:
+        length = cfg.prompts.max_prompt_tokens + settings.max_completion_length
+        settings = replace(settings, vllm_max_model_length=length)
     out = train_grpo(
         dataset,
-        cfg.grpo,
+        settings,
         training_dir(run, model),
         backbone=base_path(cfg, run),
-        precision=cfg.model.train_precision,
+        precision=resolve_precision(cfg.model.train_precision)[0],
         trust_remote_code=cfg.model.trust_remote_code,
         seed=cfg.run.seed,
         provenance=provenance,

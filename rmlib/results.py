@@ -390,8 +390,11 @@ def _model_differences(cfg: RunConfig, c: dict[str, Any]) -> list[str]:
         )
     if cfg.model.enable_thinking:
         out.append("Thinking mode is on here; the paper runs Qwen3 in non-thinking mode.")
-    if cfg.model.precision != "bf16":
-        out.append(f"Inference weights in {cfg.model.precision} (the paper: full precision).")
+    from rmlib.models import resolve_precision  # imports torch: only when a report is written
+
+    precision, _ = resolve_precision(cfg.model.precision)
+    if precision != "bf16":
+        out.append(f"Inference weights in {precision} (the paper: full precision).")
     if cfg.warmup.enabled:
         out.append(
             f"A supervised format warm-up (LoRA SFT on {cfg.warmup.n_examples} well-formed "

@@ -72,8 +72,20 @@ def manifest(cfg: RunConfig) -> dict[str, Any]:
         "git": _git_state(),
         "prompt_version": PROMPT_VERSION,
         "hardware": _hardware(),
+        "precision": _precisions(cfg),
         "created": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
     }
+
+
+def _precisions(cfg: RunConfig) -> dict[str, dict[str, str]]:
+    """Which precision each of the profile's settings resolved to on this machine, and why."""
+    from rmlib.models import resolve_precision
+
+    out = {}
+    for key in ("precision", "train_precision"):
+        value, why = resolve_precision(getattr(cfg.model, key))
+        out[key] = {"asked": getattr(cfg.model, key), "used": value, "why": why}
+    return out
 
 
 def _git_state() -> dict[str, Any]:
@@ -127,6 +139,7 @@ def execute(
     cfg = load_config(params_file, overrides)
     if name:
         cfg.run.name = name
+    check_device(cfg)
     run = RunFolder(Path(cfg.run.output_root) / cfg.run.name)
     _start_log(run)
     run.write_params(cfg)
@@ -171,6 +184,28 @@ def execute(
         log.info("done %s in %.1f s", nb, seconds)
         results.append(NotebookResult(nb, "ran", seconds))
     return run, results
+
+
+def check_device(cfg: RunConfig, cuda: bool | None = None) -> None:
+    """Refuse, before any work, a real backbone on a machine with no CUDA device.
+
+    Without this a Qwen3-4B profile on a laptop silently starts a weeks-long CPU run. The
+    embedded models are made for the CPU; `model.allow_cpu: true` lets any other run there.
+    """
+    from rmlib.config import ConfigError
+
+    backbone = cfg.model.backbone
+    if backbone.startswith("embedded:") or cfg.model.allow_cpu:
+        return
+    if cuda is None:
+        import torch
+
+        cuda = torch.cuda.is_available()
+    if not cuda:
+        raise ConfigError(
+            f"{cfg.source}: model.backbone {backbone!r} needs a CUDA device and none is visible; "
+            "set model.allow_cpu: true to run it on the CPU anyway (slow)"
+        )
 
 
 def _start_log(run: RunFolder) -> None:

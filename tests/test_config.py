@@ -65,3 +65,53 @@ def test_sweep_grid_expands():
     points = sweep_points(cfg)
     assert len(points) == 4
     assert {"mix.ratio": "1:0", "inference.n_samples": 4} in points
+
+
+def test_precision_and_backend_are_checked_at_load():
+    with pytest.raises(ConfigError, match=r"model.precision must be one of .* got 'bf61'"):
+        config_from_dict({"model": {"precision": "bf61"}})
+    with pytest.raises(ConfigError, match=r"generation.backend must be one of .* got 'vlm'"):
+        config_from_dict({"generation": {"backend": "vlm"}})
+    assert (
+        config_from_dict({"generation": {"backend": "vllm"}}).generation.prompts_per_call() == 512
+    )
+    assert config_from_dict({}).generation.prompts_per_call() == 64
+
+
+def test_auto_precision_follows_the_cpu(monkeypatch):
+    from rmlib import models
+
+    monkeypatch.setattr(models.torch.cuda, "is_available", lambda: False)
+    monkeypatch.setattr(models, "_cpu_flags", lambda: ["avx2", "fma"])
+    assert models.resolve_precision("auto")[0] == "fp32"
+    monkeypatch.setattr(models, "_cpu_flags", lambda: ["avx512f", "amx_bf16", "amx_tile"])
+    used, why = models.resolve_precision("auto")
+    assert used == "bf16" and "amx_bf16" in why
+    assert models.resolve_precision("nf4") == ("nf4", "set by the profile")
+    monkeypatch.setattr(models.torch.cuda, "is_available", lambda: True)
+    assert models.resolve_precision("auto")[0] == "bf16"
+
+
+def test_a_real_backbone_without_cuda_is_refused_before_any_work():
+    from rmlib.run import check_device
+
+    qwen = load_config(ROOT / "params" / "qwen3-4b-quick.yaml")
+    with pytest.raises(ConfigError, match=r"needs a CUDA device .* model.allow_cpu: true"):
+        check_device(qwen, cuda=False)
+    check_device(qwen, cuda=True)
+    qwen.model.allow_cpu = True
+    check_device(qwen, cuda=False)
+    check_device(load_config(ROOT / "params" / "smoke.yaml"), cuda=False)  # embedded: CPU is fine
+
+
+def test_vllm_engine_settings_of_a_run():
+    from rmlib.pipeline import vllm_settings
+
+    cfg = load_config(ROOT / "params" / "smoke.yaml", {"generation.backend": "vllm"})
+    s = vllm_settings(cfg, "/models/base", "fp32")
+    # one engine for base and the trained adapters, long enough for any prompt + generation
+    assert s.enable_lora and s.max_lora_rank == cfg.grpo.lora_r
+    assert s.max_model_len == cfg.prompts.max_prompt_tokens + 24 and s.dtype == "float32"
+    assert s.enforce_eager  # no CUDA here: eager (a compile would take minutes)
+    base_only = load_config(ROOT / "params" / "smoke.yaml", {"eval.models": ["base"]})
+    assert not vllm_settings(base_only, "/models/base", "fp32").enable_lora

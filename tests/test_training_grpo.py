@@ -65,6 +65,10 @@ def tiny_settings(**overrides) -> GRPOSettings:
 
 @pytest.fixture(scope="module")
 def mix(tmp_path_factory):
+    return tiny_mix(tmp_path_factory.mktemp("mix"))
+
+
+def tiny_mix(root: Path):
     """A real mix (3 items: Pref. and Refl.) from scripted rollouts of demo pairs."""
     pairs = load_demo(split="train", n=2, seed=0).pairs
     rows = []
@@ -89,7 +93,7 @@ def mix(tmp_path_factory):
         backbone=TINY_QWEN3,
     )
     assert sorted(m.dataset["task"]) == ["pref", "refl", "refl"]
-    path = m.save(tmp_path_factory.mktemp("mix") / "mix")
+    path = m.save(root / "mix")
     return m, path
 
 

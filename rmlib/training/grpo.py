@@ -158,6 +158,31 @@ class GRPOSettings:
     )
     bf16: bool | None = doc("bf16 autocast; None = on when CUDA is available.", None)
     torch_threads: int | None = doc("CPU threads for torch; None = torch's default.", None)
+    use_vllm: bool = doc(
+        "Generate GRPO's groups on a vLLM engine in the trainer's process (TRL's colocate "
+        "mode; rmlib.training.colocate makes it run on CPU too). The policy's weights are "
+        "pushed into the engine after each optimizer step (LoRA merged, copied, unmerged), so "
+        "train on a bf16/fp32 base: merging into NF4 layers on every sync is lossy (refused).",
+        False,
+    )
+    vllm_gpu_memory_utilization: float = doc(
+        "use_vllm on CUDA: share of the card the colocated engine takes (weights + KV cache); "
+        "the trainer needs the rest.",
+        0.3,
+    )
+    vllm_cpu_kv_cache_gib: float = doc(
+        "use_vllm on CPU: the colocated engine's KV cache in GiB.", 0.5
+    )
+    vllm_enable_sleep_mode: bool = doc(
+        "use_vllm: free the engine's memory while the trainer steps (TRL issue #5312 reports "
+        "stale weights with it in colocate mode; untested here: the CPU engine has no sleep).",
+        False,
+    )
+    vllm_max_model_length: int | None = doc(
+        "use_vllm: longest prompt + completion the engine accepts; None = the run's prompt "
+        "budget + max_completion_length (the checkpoint's 40,960 would reserve KV for it).",
+        None,
+    )
 
     def __post_init__(self) -> None:
         if not 0.0 <= self.warmup_ratio < 1.0:
@@ -185,7 +210,7 @@ GRPORecipe = GRPOSettings  # the name used in the issue
 
 
 def grpo_args(cfg: GRPOSettings, output_dir: str | Path, *, seed: int = 0) -> Any:
-    """The trl.GRPOConfig of our settings (every value explicit; vLLM off; no reporting)."""
+    """The trl.GRPOConfig of our settings (every value explicit; no reporting)."""
     import torch
     from trl import GRPOConfig
 
@@ -224,7 +249,11 @@ def grpo_args(cfg: GRPOSettings, output_dir: str | Path, *, seed: int = 0) -> An
         seed=seed,
         data_seed=seed,
         bf16=bf16,
-        use_vllm=False,
+        use_vllm=cfg.use_vllm,
+        vllm_mode="colocate",
+        vllm_gpu_memory_utilization=cfg.vllm_gpu_memory_utilization,
+        vllm_enable_sleep_mode=cfg.vllm_enable_sleep_mode,
+        vllm_max_model_length=cfg.vllm_max_model_length,
         report_to="none",
         remove_unused_columns=False,  # the reward reads `label` and `task`
         shuffle_dataset=True,
@@ -406,8 +435,14 @@ def build_trainer(
     import torch
 
     from rmlib.models import guard_bnb_cpu
+    from rmlib.training.colocate import colocated_generation
 
     check_dataset(dataset)
+    if cfg.use_vllm and precision == "nf4":
+        raise ValueError(
+            "grpo.use_vllm with an nf4 training base: every weight sync would merge LoRA into "
+            "4-bit layers (lossy); set model.train_precision to bf16 (or fp32), or use_vllm off"
+        )
     if cfg.torch_threads:
         torch.set_num_threads(cfg.torch_threads)
     model, tokenizer = load_policy(
@@ -415,15 +450,16 @@ def build_trainer(
     )
     if reward_funcs is None:
         reward_funcs = [JudgmentReward(eos_ids(model, tokenizer), cfg.unparseable_penalty)]
-    trainer = _trainer_class()(
-        model=model,
-        reward_funcs=list(reward_funcs),
-        args=grpo_args(cfg, output_dir, seed=seed),
-        train_dataset=dataset,
-        processing_class=tokenizer,
-        peft_config=lora_config(cfg),
-        callbacks=[progress_callback(output_dir, verbose=verbose), *callbacks],
-    )
+    with colocated_generation(cfg.vllm_cpu_kv_cache_gib):
+        trainer = _trainer_class()(
+            model=model,
+            reward_funcs=list(reward_funcs),
+            args=grpo_args(cfg, output_dir, seed=seed),
+            train_dataset=dataset,
+            processing_class=tokenizer,
+            peft_config=lora_config(cfg),
+            callbacks=[progress_callback(output_dir, verbose=verbose), *callbacks],
+        )
     set_adapter_dtype(trainer.model, cfg.adapter_dtype)
     guard_bnb_cpu(trainer.model)
     return trainer

@@ -168,11 +168,9 @@ def warmup_pairs(cfg: WarmupConfig, *, seed: int = 0) -> list[Pair]:
 
 
 def _precision(cfg: WarmupConfig) -> str:
-    import torch
+    from rmlib.models import resolve_precision
 
-    if cfg.precision != "auto":
-        return cfg.precision
-    return "bf16" if torch.cuda.is_available() else "fp32"
+    return resolve_precision(cfg.precision)[0]
 
 
 def sft_args(cfg: WarmupConfig, output_dir: str | Path, *, seed: int = 0) -> Any:

