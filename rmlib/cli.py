@@ -19,6 +19,8 @@ from rmlib.data._io import HubUnavailable
 from rmlib.data.pair import DataError
 from rmlib.run import NotebookFailed
 
+# argparse's convention: 2 for a command-line usage error, 1 for a data or runtime error
+EXIT_ERROR = 1
 EXIT_USAGE = 2
 EXPECTED_ERRORS: tuple[type[BaseException], ...] = (
     DataError,
@@ -83,9 +85,18 @@ def _add_data(sub: argparse._SubParsersAction) -> None:
     stats.set_defaults(func=_data_stats)
 
 
-def _data_stats(args: argparse.Namespace) -> int:
-    from rmlib.data import load
+class UsageError(ValueError):
+    """A command line naming something that does not exist (exit status 2, as argparse's)."""
 
+
+def _data_stats(args: argparse.Namespace) -> int:
+    from rmlib.data import ALIASES, SOURCES, load
+
+    key = args.source.strip().lower().replace("_", "-")
+    if ALIASES.get(key, key) not in SOURCES:
+        raise UsageError(
+            f"unknown data source {args.source!r}; valid sources: {', '.join(SOURCES)}"
+        )
     result = load(
         args.source,
         args.path,
@@ -277,9 +288,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
         return args.func(args) or 0
-    except EXPECTED_ERRORS as err:
+    except UsageError as err:
         print(f"rmlib: error: {_one_line(err)}", file=sys.stderr)
         return EXIT_USAGE
+    except EXPECTED_ERRORS as err:
+        print(f"rmlib: error: {_one_line(err)}", file=sys.stderr)
+        return EXIT_ERROR
 
 
 if __name__ == "__main__":

@@ -207,29 +207,30 @@ def load_predictions(path: str | Path) -> pd.DataFrame:
     path = Path(path)
     suffix = "".join(path.suffixes[-2:]) if path.suffix == ".gz" else path.suffix
     if suffix == ".parquet":
-        df = pd.read_parquet(path)
-    elif suffix in (".jsonl", ".json", ".jsonl.gz"):
-        df = pd.DataFrame(_read_jsonl(path))
-    else:
+        return validate_predictions(pd.read_parquet(path), str(path))
+    if suffix not in (".jsonl", ".json", ".jsonl.gz"):
         raise DataError(str(path), None, None, "predictions must be .jsonl or .parquet", "format")
-    return validate_predictions(df, str(path))
+    df = _read_jsonl(path)
+    try:
+        return validate_predictions(df, str(path))
+    except DataError as e:  # rows of a JSON-lines file are named by their 1-based line
+        raise DataError(e.file, e.row, e.field, e.reason, e.kind, line=True) from None
 
 
-def _read_jsonl(path: Path) -> list[dict[str, Any]]:
-    import gzip
+def _read_jsonl(path: Path) -> pd.DataFrame:
+    """The records of a JSON-lines file (the loaders' reader: BOM, CRLF, located errors), with
+    `_row` = each record's 0-based line index, so later errors name the line."""
+    from rmlib.data._io import _read_jsonl as read_lines
 
-    opener = gzip.open if path.suffix == ".gz" else open
-    rows = []
-    with opener(path, "rt", encoding="utf-8") as fh:
-        for r, line in enumerate(l for l in fh if l.strip()):  # noqa: E741
-            try:
-                row = json.loads(line)
-            except json.JSONDecodeError as e:
-                raise DataError(str(path), r, None, f"invalid JSON: {e.msg}", "json") from None
-            if not isinstance(row, dict):
-                raise DataError(str(path), r, None, "each line must be a JSON object", "json")
-            rows.append(row)
-    return rows
+    records, lines = [], []
+    for row in read_lines(path, 0):
+        if row.error is not None:
+            raise row.error
+        if not isinstance(row.data, dict):
+            raise row.fail(None, "each line must be a JSON object", "json")
+        records.append(row.data)
+        lines.append(row.index)
+    return pd.DataFrame(records).assign(_row=lines) if records else pd.DataFrame(records)
 
 
 def validate_predictions(df: pd.DataFrame, file: str = _PREDICTIONS) -> pd.DataFrame:
@@ -240,27 +241,31 @@ def validate_predictions(df: pd.DataFrame, file: str = _PREDICTIONS) -> pd.DataF
     out = df.copy().reset_index(drop=True)
     if "_row" not in out:  # the row in the file, for errors raised after regrouping
         out["_row"] = np.arange(len(out))
-    out["id"] = [_check_id(v, file, r) for r, v in enumerate(out["id"])]
+    at = [int(r) for r in out["_row"]]  # errors name the record's place in the file
+    out["id"] = [_check_id(v, file, at[r]) for r, v in enumerate(out["id"])]
     orders = out["order"] if "order" in out else pd.Series(["given"] * len(out))
-    out["order"] = [_check_order(v, file, r) for r, v in enumerate(orders)]
+    out["order"] = [_check_order(v, file, at[r]) for r, v in enumerate(orders)]
     out["verdict"] = pd.array(
-        [_check_choice(v, file, r, "verdict", True) for r, v in enumerate(out["verdict"])],
+        [_check_choice(v, file, at[r], "verdict", True) for r, v in enumerate(out["verdict"])],
         dtype="Int64",
     )
     labels = out["label"] if "label" in out else pd.Series([None] * len(out))
     out["label"] = pd.array(
-        [_check_choice(v, file, r, "label", True) for r, v in enumerate(labels)], dtype="Int64"
+        [_check_choice(v, file, at[r], "label", True) for r, v in enumerate(labels)],
+        dtype="Int64",
     )
     methods = out["method"] if "method" in out else pd.Series(["default"] * len(out))
-    out["method"] = [_check_str(v, file, r, "method") or "default" for r, v in enumerate(methods)]
+    out["method"] = [
+        _check_str(v, file, at[r], "method") or "default" for r, v in enumerate(methods)
+    ]
     if "subset" in out:
-        out["subset"] = [_check_str(v, file, r, "subset") for r, v in enumerate(out["subset"])]
+        out["subset"] = [_check_str(v, file, at[r], "subset") for r, v in enumerate(out["subset"])]
     dup = out.duplicated(["method", "id", "order"])
     if dup.any():
         r = int(np.flatnonzero(dup)[0])
         raise DataError(
             file,
-            r,
+            at[r],
             "id",
             f"duplicate prediction for id {out.at[r, 'id']!r}, order "
             f"{out.at[r, 'order']!r}, method {out.at[r, 'method']!r}",
@@ -414,7 +419,8 @@ def score_predictions(
     except DataError as e:
         if file is None or e.file != _PREDICTIONS:
             raise
-        raise DataError(file, e.row, e.field, e.reason, e.kind) from None
+        line = str(file).endswith((".jsonl", ".jsonl.gz", ".json"))  # rows there are lines
+        raise DataError(file, e.row, e.field, e.reason, e.kind, line=line) from None
 
 
 def _score_all(

@@ -247,9 +247,9 @@ def _vllm_backend(cfg: RunConfig, ref: ModelRef):
 
     path = resolve_model(ref.path)
     tokenizer = load_tokenizer(ref.path, trust_remote_code=cfg.model.trust_remote_code)
-    llm = engine(vllm_settings(cfg, path, ref.precision))
+    settings = vllm_settings(cfg, path, ref.precision)
     gen = VLLMBackend(
-        llm,
+        lambda: engine(settings),  # started on the first generation the store cannot answer
         tokenizer,
         # its own samples: vLLM's RNG and kernels are not the transformers loop's
         identity=f"vllm:{ref.identity}",

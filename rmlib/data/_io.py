@@ -80,9 +80,10 @@ class Row:
     data: Any
     ordinal: int = 0  # running index over all files of the load (stable ids)
     error: DataError | None = None  # set when the record itself could not be read
+    line: bool = False  # `file` is JSON lines: errors name the 1-based line
 
     def fail(self, field: str | None, reason: str, kind: str) -> DataError:
-        return DataError(self.file, self.index, field, reason, kind)
+        return DataError(self.file, self.index, field, reason, kind, line=self.line)
 
     def get(self, field: str) -> Any:
         """A required field: present and not null."""
@@ -233,8 +234,10 @@ def read_file(path: Path, *, start: int = 0) -> Iterator[Row]:
 
 
 def _open_text(path: Path):
-    return gzip.open(path, "rt", encoding="utf-8") if path.name.endswith(".gz") else open(
-        path, encoding="utf-8")
+    # utf-8-sig: a leading byte-order mark (Windows exports) is dropped, not read as data;
+    # universal newlines: CRLF line ends read as LF
+    return gzip.open(path, "rt", encoding="utf-8-sig") if path.name.endswith(".gz") else open(
+        path, encoding="utf-8-sig")
 
 
 def _read_parquet(path: Path) -> list[Any]:
@@ -278,10 +281,12 @@ def _read_jsonl(path: Path, start: int) -> Iterator[Row]:
         if not line.strip():
             continue
         try:
-            yield Row(file, i, json.loads(line), start + n)
+            record = json.loads(line)
         except json.JSONDecodeError as e:
-            err = DataError(file, i, None, f"broken JSON line ({e.msg})", "json")
-            yield Row(file, i, None, start + n, error=err)
+            err = DataError(file, i, None, f"broken JSON line ({e.msg})", "json", line=True)
+            yield Row(file, i, None, start + n, error=err, line=True)
+        else:
+            yield Row(file, i, record, start + n, line=True)
         n += 1
 
 

@@ -95,13 +95,28 @@ def both_orders(pairs: Iterable[Pair]) -> list[Pair]:
 
 
 class DataError(ValueError):
-    """Bad input, located: file, row (0-based record index) and field."""
+    """Bad input, located: file, row (0-based record index) and field.
 
-    def __init__(self, file: str, row: int | None, field: str | None, reason: str, kind: str):
+    line: the file is line-oriented (JSON lines), so the message names the 1-based line, as
+    editors, `sed -n Np` and Python's own JSON errors count them; otherwise (parquet, a JSON
+    array) it names the record's 0-based row index.
+    """
+
+    def __init__(
+        self,
+        file: str,
+        row: int | None,
+        field: str | None,
+        reason: str,
+        kind: str,
+        *,
+        line: bool = False,
+    ):
         self.file, self.row, self.field, self.reason, self.kind = file, row, field, reason, kind
+        self.line = line
         where = file
         if row is not None:
-            where += f", row {row}"
+            where += f", line {row + 1}" if line else f", row {row}"
         if field is not None:
             where += f", field '{field}'"
         super().__init__(f"{where}: {reason}")

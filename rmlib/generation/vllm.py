@@ -26,14 +26,16 @@ from __future__ import annotations
 import gc
 import os
 import time
+from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
 from rmlib.generation.base import Generation, SamplingParams, sample_seed
 
-# vLLM reads these at import: its INFO lines would otherwise fill every executed notebook.
-os.environ.setdefault("VLLM_LOGGING_LEVEL", "WARNING")
+# vLLM reads these at import: its INFO lines and its CPU tuning hints (LD_PRELOAD of tcmalloc,
+# Triton absent) would otherwise fill every executed notebook; errors still show.
+os.environ.setdefault("VLLM_LOGGING_LEVEL", "ERROR")
 os.environ.setdefault("VLLM_CONFIGURE_LOGGING", "1")
 
 # The CPU engine sizes its KV cache by bytes (its `gpu_memory_utilization` would reserve that
@@ -50,9 +52,11 @@ class EngineSettings:
     enable_lora / max_lora_rank / max_loras: adapters served beside the base weights.
     gpu_memory_utilization: share of the card for weights + KV cache (CUDA). kv_cache_gib: KV
     cache size in GiB (None: from gpu_memory_utilization on CUDA, CPU_KV_CACHE_GIB on CPU).
-    max_num_batched_tokens: tokens one engine step may run (prefill chunks + decodes); kept at
-    least max_model_len, since a seeded request whose prompt is split over steps crashes the CPU
-    sampler ("CPU Generator does not use offset"). max_num_seqs: sequences in flight.
+    max_num_batched_tokens: tokens one engine step may run (prefills + decodes); kept at least
+    max_model_len. On CPU, chunked prefill is off: a seeded request whose prompt is split over
+    steps rewinds its generator's offset, which CPU generators cannot do ("CPU Generator does
+    not use offset": the engine dies), so each prompt is prefilled in one step. max_num_seqs:
+    sequences in flight.
     enforce_eager: no torch.compile / CUDA graphs (faster start, slower steps). seed: the
     engine's own seed (every request brings its own; this covers anything else).
     """
@@ -91,6 +95,8 @@ class EngineSettings:
         }
         if kv is not None:
             kwargs["kv_cache_memory_bytes"] = int(kv * (1 << 30))
+        if not on_cuda:  # see max_num_batched_tokens above
+            kwargs["enable_chunked_prefill"] = False
         if self.quantization:
             kwargs["quantization"] = self.quantization
         if self.enable_lora:
@@ -176,6 +182,7 @@ def checkpoint_stop_ids(path: str, tokenizer: Any) -> list[int]:
 class VLLMBackend:
     """Backend over an in-process vLLM engine, for the base model or one LoRA adapter on it.
 
+    llm: the engine, or a function that starts it (called on the first generation).
     adapter: a PEFT adapter folder served by `LoRARequest` (the engine needs enable_lora), or
     None for the base weights. stop_ids: token ids that end a sample (the tokenizer's and the
     checkpoint's EOS ids, `checkpoint_stop_ids`). `stats` (VLLMStats) counts sequences, prompt,
@@ -184,7 +191,7 @@ class VLLMBackend:
 
     def __init__(
         self,
-        llm: Any,
+        llm: Any | Callable[[], Any],
         tokenizer: Any,
         *,
         identity: str,
@@ -194,7 +201,9 @@ class VLLMBackend:
     ) -> None:
         if not stop_ids:
             raise ValueError("stop_ids is empty: a sample could never stop")
-        self.llm = llm
+        # a callable starts the engine on first use: a resumed run whose samples are all in the
+        # store never pays for an engine start (tens of seconds)
+        self._llm = llm
         self.tokenizer = tokenizer
         self.identity = identity
         self.stop_ids = sorted(set(stop_ids))
@@ -203,6 +212,12 @@ class VLLMBackend:
         self.progress = progress
         self.stats = VLLMStats()
         self._lora = _lora_request(adapter) if adapter else None
+
+    @property
+    def llm(self) -> Any:
+        if callable(self._llm) and not hasattr(self._llm, "generate"):
+            self._llm = self._llm()
+        return self._llm
 
     def generate(
         self, prompts: list[str], params: SamplingParams, n: int = 1, offset: int = 0

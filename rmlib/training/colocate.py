@@ -43,9 +43,13 @@ def _cpu_llm(llm_class: Any, kv_cache_gib: float) -> Any:
         kwargs.pop("gpu_memory_utilization", None)
         kwargs["kv_cache_memory_bytes"] = int(kv_cache_gib * (1 << 30))
         kwargs["enforce_eager"] = True
-        # a seeded prompt split over engine steps crashes the CPU sampler: never split one
-        max_len = kwargs.get("max_model_len") or 0
-        kwargs["max_num_batched_tokens"] = max(kwargs.get("max_num_batched_tokens") or 0, max_len)
+        # a seeded prompt split over engine steps crashes the CPU sampler ("CPU Generator does
+        # not use offset"): no chunked prefill, and a step that holds a whole prompt
+        # (no length given: one step's tokens, rather than the checkpoint's 40,960 positions)
+        step = kwargs.get("max_num_batched_tokens") or 4096
+        kwargs["max_model_len"] = kwargs.get("max_model_len") or step
+        kwargs["max_num_batched_tokens"] = max(step, kwargs["max_model_len"])
+        kwargs["enable_chunked_prefill"] = False
         return llm_class(**kwargs)
 
     return make

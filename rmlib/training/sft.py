@@ -196,7 +196,8 @@ def sft_args(cfg: WarmupConfig, output_dir: str | Path, *, seed: int = 0) -> Any
         report_to="none",
         seed=seed,
         data_seed=seed,
-        disable_tqdm=True,
+        disable_tqdm=False,  # a bar with an ETA (BarOnly keeps the per-step dicts out of it)
+        dataloader_pin_memory=torch.cuda.is_available(),  # pinning needs an accelerator
     )
 
 
@@ -212,6 +213,7 @@ def build_sft_trainer(
     """An SFTTrainer: backbone + fresh LoRA on all linear layers, completion-only loss."""
     import torch
     from peft import LoraConfig
+    from transformers.trainer_callback import ProgressCallback
     from trl import SFTTrainer
 
     from rmlib.training.grpo import load_policy
@@ -229,13 +231,30 @@ def build_sft_trainer(
         bias="none",
         task_type="CAUSAL_LM",
     )
-    return SFTTrainer(
+    trainer = SFTTrainer(
         model=model,
         args=sft_args(cfg, output_dir, seed=seed),
         train_dataset=dataset,
         processing_class=tokenizer,
         peft_config=lora,
     )
+    # the steps' logs stay in trainer.state.log_history; the bar
+    # shows progress and time left instead of printing one dict per step
+    trainer.remove_callback(ProgressCallback)
+    trainer.add_callback(_bar_only_callback())
+    return trainer
+
+
+def _bar_only_callback() -> Any:
+    from transformers.trainer_callback import ProgressCallback
+
+    class BarOnly(ProgressCallback):
+        """transformers' progress bar (steps, elapsed, ETA) without its per-step log lines."""
+
+        def on_log(self, args: Any, state: Any, control: Any, logs: Any = None, **kw: Any) -> None:
+            return None
+
+    return BarOnly()
 
 
 def run_warmup(
