@@ -12,6 +12,7 @@ baseline), `unified` is base + a GRPO adapter trained on the Pref.+Refl. mix (Re
 from __future__ import annotations
 
 import json
+import os
 import random
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, replace
@@ -195,8 +196,11 @@ def backend(cfg: RunConfig, run: RunFolder, ref: ModelRef):
     from rmlib.generation.store import CachedBackend, GenerationStore
 
     store = GenerationStore(run.path / cfg.generation.store)
-    make = {"http": _http_backend, "vllm": _vllm_backend, "hf": _hf_backend}
-    gen, tokenizer = make[cfg.generation.backend](cfg, ref)
+    if cfg.generation.backend == "vllm":
+        gen, tokenizer = _vllm_backend(cfg, ref, run)
+    else:
+        make = {"http": _http_backend, "hf": _hf_backend}
+        gen, tokenizer = make[cfg.generation.backend](cfg, ref)
     cached = CachedBackend(
         gen,
         store,
@@ -215,8 +219,42 @@ def max_new_tokens(cfg: RunConfig) -> int:
     )
 
 
+def adapter_mode(cfg: RunConfig) -> str:
+    """How the vLLM backend serves trained adapters: 'lora' (LoRARequest) or 'merged'."""
+    import torch
+
+    if cfg.generation.adapters != "auto":
+        return cfg.generation.adapters
+    return "lora" if torch.cuda.is_available() else "merged"
+
+
+def merged_checkpoint(run: RunFolder, ref: ModelRef) -> str:
+    """ref's base + adapter merged into models/<name>-merged (made once per adapter).
+
+    Written to a .partial folder and renamed, with the model identity (adapter fingerprint
+    included) beside it: a retrained adapter is merged again, a killed merge never counts.
+    """
+    import shutil
+
+    from rmlib.training.sft import merge_adapter
+
+    out = run.path / "models" / f"{ref.name}-merged"
+    stamp = "rmlib_identity.txt"
+    if (out / stamp).is_file() and (out / stamp).read_text() == ref.identity:
+        return str(out)
+    tmp = out.with_name(out.name + ".partial")
+    shutil.rmtree(tmp, ignore_errors=True)
+    dtype = "bf16" if ref.precision == "bf16" else "fp32"
+    merge_adapter(ref.path, str(ref.adapter), tmp, dtype=dtype)
+    (tmp / stamp).write_text(ref.identity)
+    shutil.rmtree(out, ignore_errors=True)
+    tmp.rename(out)
+    return str(out)
+
+
 def vllm_settings(cfg: RunConfig, path: str, precision: str):
-    """The vLLM engine settings of a run: one engine for the base model and all its adapters."""
+    """The vLLM engine settings of a run: with 'lora' adapters, one engine for the base model
+    and all its adapters; with 'merged', one per model."""
     import torch
 
     from rmlib.generation.vllm import EngineSettings, vllm_dtype
@@ -230,7 +268,7 @@ def vllm_settings(cfg: RunConfig, path: str, precision: str):
         quantization=quantization,
         max_model_len=cfg.prompts.max_prompt_tokens + max_new_tokens(cfg),
         # known before the engine starts, so base and adapters share it: any trained model
-        enable_lora=bool(trained_models(cfg)),
+        enable_lora=bool(trained_models(cfg)) and adapter_mode(cfg) == "lora",
         max_lora_rank=cfg.grpo.lora_r,
         gpu_memory_utilization=gen.gpu_memory_utilization,
         kv_cache_gib=gen.kv_cache_gib,
@@ -238,23 +276,27 @@ def vllm_settings(cfg: RunConfig, path: str, precision: str):
         max_num_seqs=gen.max_num_seqs,
         enforce_eager=(not on_cuda) if gen.enforce_eager is None else gen.enforce_eager,
         seed=cfg.run.seed,
+        cpu_reserved_cores=gen.cpu_reserved_cores,
     )
 
 
-def _vllm_backend(cfg: RunConfig, ref: ModelRef):
+def _vllm_backend(cfg: RunConfig, ref: ModelRef, run: RunFolder):
     from rmlib.generation.vllm import VLLMBackend, checkpoint_stop_ids, engine
     from rmlib.models import load_tokenizer, resolve_model
 
-    path = resolve_model(ref.path)
+    path, adapter, kind = resolve_model(ref.path), ref.adapter, "vllm"
+    if adapter and adapter_mode(cfg) == "merged":
+        path, adapter, kind = merged_checkpoint(run, ref), None, "vllm-merged"
     tokenizer = load_tokenizer(ref.path, trust_remote_code=cfg.model.trust_remote_code)
     settings = vllm_settings(cfg, path, ref.precision)
     gen = VLLMBackend(
         lambda: engine(settings),  # started on the first generation the store cannot answer
         tokenizer,
-        # its own samples: vLLM's RNG and kernels are not the transformers loop's
-        identity=f"vllm:{ref.identity}",
+        # its own samples: vLLM's RNG and kernels are not the transformers loop's, and a merged
+        # model's numerics are not base + LoRA's
+        identity=f"{kind}:{ref.identity}",
         stop_ids=checkpoint_stop_ids(path, tokenizer),
-        adapter=ref.adapter,
+        adapter=adapter,
     )
     return gen, tokenizer
 
@@ -277,6 +319,7 @@ def _http_backend(cfg: RunConfig, ref: ModelRef):
         identity=f"http:{served}:{ref.identity}",
         concurrency=cfg.generation.http_concurrency,
         timeout=cfg.generation.http_timeout,
+        api_key=os.environ.get(cfg.generation.api_key_env) or None,
         progress=cfg.generation.progress,
     )
     return gen, load_tokenizer(ref.path, trust_remote_code=cfg.model.trust_remote_code)

@@ -107,7 +107,8 @@ def test_a_real_backbone_without_cuda_is_refused_before_any_work():
 def test_vllm_engine_settings_of_a_run():
     from rmlib.pipeline import vllm_settings
 
-    cfg = load_config(ROOT / "params" / "smoke.yaml", {"generation.backend": "vllm"})
+    over = {"generation.backend": "vllm", "generation.adapters": "lora"}
+    cfg = load_config(ROOT / "params" / "smoke.yaml", over)
     s = vllm_settings(cfg, "/models/base", "fp32")
     # one engine for base and the trained adapters, long enough for any prompt + generation
     assert s.enable_lora and s.max_lora_rank == cfg.grpo.lora_r
@@ -115,3 +116,6 @@ def test_vllm_engine_settings_of_a_run():
     assert s.enforce_eager  # no CUDA here: eager (a compile would take minutes)
     base_only = load_config(ROOT / "params" / "smoke.yaml", {"eval.models": ["base"]})
     assert not vllm_settings(base_only, "/models/base", "fp32").enable_lora
+    # auto on a machine with no CUDA: adapters merged (vLLM's CPU LoRA ops are plain torch)
+    auto = load_config(ROOT / "params" / "smoke.yaml", {"generation.backend": "vllm"})
+    assert not vllm_settings(auto, "/models/base", "fp32").enable_lora

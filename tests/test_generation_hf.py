@@ -228,3 +228,37 @@ def test_plan_batches_respects_the_budget_and_covers_every_sample():
     # a single sequence over budget still runs, alone
     over = plan_batches([1000], [0, 1], 20, 600, 5)
     assert [[(it.prompt, it.samples) for it in b] for b in over] == [[(0, [0])], [(0, [1])]]
+
+
+def test_out_of_memory_splits_the_batch_and_changes_no_sample(tiny, prompts, monkeypatch):
+    model, tok = tiny
+    hf = HFBackend(model, tok, identity="tiny-fp32", progress=False)
+    whole = hf.generate(prompts, SAMPLING, n=3)
+    real = HFBackend._run_batch
+    sizes: list[int] = []
+
+    def small_card(self, batch, *args):  # a card that holds 2 sequences at a time
+        rows = sum(len(it.samples) for it in batch)
+        sizes.append(rows)
+        if rows > 2:
+            raise torch.OutOfMemoryError("CUDA out of memory (simulated)")
+        return real(self, batch, *args)
+
+    monkeypatch.setattr(HFBackend, "_run_batch", small_card)
+    with pytest.warns(UserWarning, match="splitting it in two"):
+        split = hf.generate(prompts, SAMPLING, n=3)
+    assert sizes[0] == 9 and max(s for s in sizes if s <= 2) == 2
+    assert [[g.token_ids for g in row] for row in split] == [
+        [g.token_ids for g in row] for row in whole
+    ]
+
+
+def test_split_batch_keeps_every_sequence_once():
+    from rmlib.generation.hf import _Item, split_batch
+
+    batch = [_Item(0, [0, 1, 2], group=0, prefix=5), _Item(1, [0], group=0, prefix=5)]
+    first, second = split_batch(batch)
+    rows = [(it.prompt, s) for half in (first, second) for it in half for s in it.samples]
+    assert sorted(rows) == [(0, 0), (0, 1), (0, 2), (1, 0)]
+    assert all(it.prefix == 0 for it in first)  # prompt 1 went to the other half
+    assert split_batch([_Item(0, [0])]) is None

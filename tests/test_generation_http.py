@@ -329,7 +329,7 @@ def test_through_the_store_an_interrupted_run_resumes(tmp_path, serve):
 # ---------------------------------------------------------------- wired into the params
 
 
-def test_params_select_the_http_backend_for_a_run(tmp_path, hf, serve):
+def test_params_select_the_http_backend_for_a_run(tmp_path, hf, serve, monkeypatch):
     """generation.backend 'http' in a params file: the workbook's models are asked of the servers
     under their served names, through the run's store, and give what the local model gives."""
     from rmlib import pipeline
@@ -350,8 +350,10 @@ def test_params_select_the_http_backend_for_a_run(tmp_path, hf, serve):
     )
     run = RunFolder(tmp_path / "run")
     ref = pipeline.ModelRef("base", TINY_QWEN3, None, "fp32")
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-test")  # generation.api_key_env names it
     gen, tok = pipeline.backend(cfg, run, ref)
     assert isinstance(gen, CachedBackend) and isinstance(gen.backend, HTTPBackend)
+    assert gen.backend.api_key == "sk-test"
     assert gen.backend.model == "tiny-qwen3" and gen.identity.startswith("http:tiny-qwen3:")
     assert tok.padding_side == "left"
     got = gen.generate(PROMPTS, GREEDY)

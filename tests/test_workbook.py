@@ -121,8 +121,11 @@ def test_smoke_run_on_the_vllm_backend(tmp_path):
     assert "counts_base" in metrics and "counts_unified" in metrics
     with sqlite3.connect(run / "generations.sqlite") as db:
         identities = dict(db.execute("SELECT identity, COUNT(*) FROM generations GROUP BY 1"))
-    # every stored generation came from the engine: base and the unified adapter (LoRARequest)
-    assert identities and all(i.startswith("vllm:") for i in identities), identities
-    assert any("adapter:" in i for i in identities) and any("adapter:" not in i for i in identities)
+    # every stored generation came from the engine: base, and unified merged (adapters: auto
+    # on a machine with no CUDA; LoRARequest is tested in test_generation_vllm)
+    assert identities and all(i.startswith("vllm") for i in identities), identities
+    assert any(i.startswith("vllm-merged:") and "adapter:" in i for i in identities)
+    assert any(i.startswith("vllm:") and "adapter:" not in i for i in identities)
+    assert (run / "models" / "unified-merged" / "config.json").is_file()
     settings = json.loads((run / "training" / "unified" / "training_settings.json").read_text())
     assert settings["settings"]["use_vllm"] is True

@@ -255,7 +255,7 @@ class HFBackend:
         try:
             with torch.inference_mode(), self._bar(len(prompts)) as bar:
                 for batch in batches:
-                    done = self._run_batch(batch, prompts, ids, params)
+                    done = self._run_fitting(batch, prompts, ids, params)
                     out.update(done)
                     # a prompt is done when its last sample is (big ones span batches)
                     bar.update(sum(1 for it in batch if it.samples[-1] == samples[-1]))
@@ -277,6 +277,32 @@ class HFBackend:
         if not ids:
             raise ValueError("empty prompt: nothing to condition on")
         return list(ids)
+
+    def _run_fitting(
+        self, batch: list[_Item], prompts: list[str], ids: list[list[int]], params: SamplingParams
+    ) -> dict[tuple[int, int], Generation]:
+        """`_run_batch`, halving the batch on a CUDA out-of-memory error until it fits.
+
+        The token budget is an estimate (activations, the allocator's fragmentation and other
+        processes on the card are not in it); a sample's tokens do not depend on its batch, so
+        a split changes nothing but speed. One sequence that does not fit raises as it is.
+        """
+        try:
+            return self._run_batch(batch, prompts, ids, params)
+        except torch.OutOfMemoryError:
+            halves = split_batch(batch)
+            if halves is None:
+                raise
+            torch.cuda.empty_cache()
+            warnings.warn(
+                f"out of memory on a batch of {sum(len(it.samples) for it in batch)} sequences: "
+                "splitting it in two (lower generation.max_batch_tokens to avoid the retry)",
+                stacklevel=2,
+            )
+            out: dict[tuple[int, int], Generation] = {}
+            for half in halves:
+                out.update(self._run_fitting(half, prompts, ids, params))
+            return out
 
     def _run_batch(
         self, batch: list[_Item], prompts: list[str], ids: list[list[int]], params: SamplingParams
@@ -635,6 +661,30 @@ def plan_batches(
     if current:
         batches.append(_set_prefixes(current, prefix_of))
     return batches
+
+
+def split_batch(batch: list[_Item]) -> tuple[list[_Item], list[_Item]] | None:
+    """Two halves of a batch by sequences (a prompt's samples may split); None for one sequence.
+
+    Shared prefixes are recomputed per half (`_set_prefixes`): a prefix shared by prompts that
+    land in different halves is prefilled once in each.
+    """
+    rows = [(it, s) for it in batch for s in it.samples]
+    if len(rows) < 2:
+        return None
+    cut = len(rows) // 2
+    halves = []
+    for part in (rows[:cut], rows[cut:]):
+        items: dict[int, _Item] = {}
+        for it, s in part:
+            items.setdefault(it.prompt, _Item(it.prompt, [], it.group, it.prefix)).samples.append(s)
+        halves.append(list(items.values()))
+    for half in halves:  # a group split in two: its members share the prefix only if 2+ remain
+        counts = Counter(it.group for it in half if it.group >= 0)
+        for it in half:
+            if counts[it.group] < 2:
+                it.prefix = 0
+    return halves[0], halves[1]
 
 
 def _shared_in_batch(items: list[_Item], prefix_of: list[int]) -> set[int]:

@@ -59,6 +59,9 @@ class EngineSettings:
     sequences in flight.
     enforce_eager: no torch.compile / CUDA graphs (faster start, slower steps). seed: the
     engine's own seed (every request brings its own; this covers anything else).
+    cpu_reserved_cores: CPU engine: cores left to its scheduler process; the worker computes on
+    the rest (vLLM keeps 1 by default, which on a 2-core machine halves decoding: measured here,
+    SmolLM2-135M fp32, 8 prompts x 4 samples, 57 tok/s with 1 reserved, 86 with 0).
     """
 
     model: str
@@ -75,6 +78,7 @@ class EngineSettings:
     enforce_eager: bool = False
     enable_prefix_caching: bool = True
     seed: int = 0
+    cpu_reserved_cores: int | None = 0
 
     def llm_kwargs(self, on_cuda: bool) -> dict[str, Any]:
         """The keyword arguments of `vllm.LLM` for these settings."""
@@ -122,7 +126,11 @@ def engine(settings: EngineSettings) -> Any:
     import torch
     from vllm import LLM
 
-    llm = LLM(**settings.llm_kwargs(torch.cuda.is_available()))
+    on_cuda = torch.cuda.is_available()
+    if not on_cuda and settings.cpu_reserved_cores is not None:
+        # read by the engine's worker when it binds its threads (inherited environment)
+        os.environ["VLLM_CPU_NUM_OF_RESERVED_CPU"] = str(settings.cpu_reserved_cores)
+    llm = LLM(**settings.llm_kwargs(on_cuda))
     _ENGINE = (settings, llm)
     return llm
 
