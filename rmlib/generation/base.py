@@ -14,7 +14,7 @@ from __future__ import annotations
 import hashlib
 import json
 from dataclasses import asdict, dataclass, field
-from typing import Literal, Protocol, runtime_checkable
+from typing import Any, Literal, Protocol, runtime_checkable
 
 FinishReason = Literal["stop", "length"]
 
@@ -68,6 +68,17 @@ class Generation:
     def n_tokens(self) -> int:
         return len(self.token_ids)
 
+    def copy(self) -> Generation:
+        """An independent copy (a greedy prompt's one decode is handed to each sample index)."""
+        return Generation(
+            self.text,
+            list(self.token_ids),
+            list(self.logprobs),
+            self.finish_reason,
+            self.prompt_tokens,
+            dict(self.meta),
+        )
+
     def to_json(self) -> str:
         return json.dumps(asdict(self), ensure_ascii=False)
 
@@ -110,3 +121,11 @@ def sample_seed(seed: int, prompt: str, index: int) -> int:
     """
     h = hashlib.sha256(f"{seed}\x00{index}\x00".encode() + prompt.encode("utf-8"))
     return int.from_bytes(h.digest()[:8], "little") & ((1 << 63) - 1)
+
+
+def encode_prompt(tokenizer: Any, prompt: str) -> list[int]:
+    """A rendered prompt's token ids: no special tokens added (the chat template has them)."""
+    ids = tokenizer(prompt, add_special_tokens=False)["input_ids"]
+    if not ids:
+        raise ValueError("empty prompt: nothing to condition on")
+    return list(ids)

@@ -32,7 +32,7 @@ from typing import Any, Literal
 
 import torch
 
-from rmlib.generation.base import Generation, SamplingParams, sample_seed
+from rmlib.generation.base import Generation, SamplingParams, encode_prompt, sample_seed
 
 # Drop finished rows from the batch once this fraction of it has finished: compacting the KV
 # cache costs a copy, so it is done in bulk rather than after every finished sequence.
@@ -266,17 +266,14 @@ class HFBackend:
             self.stats.prompts += len(prompts)
             self.stats.seconds += time.perf_counter() - start
         return [
-            [_copy(out[(p, s if params.do_sample else offset)]) for s in range(offset, offset + n)]
+            [out[(p, s if params.do_sample else offset)].copy() for s in range(offset, offset + n)]
             for p in range(len(prompts))
         ]
 
     # ------------------------------------------------------------------ batches
 
     def _encode(self, prompt: str) -> list[int]:
-        ids = self.tokenizer(prompt, add_special_tokens=False)["input_ids"]
-        if not ids:
-            raise ValueError("empty prompt: nothing to condition on")
-        return list(ids)
+        return encode_prompt(self.tokenizer, prompt)
 
     def _run_fitting(
         self, batch: list[_Item], prompts: list[str], ids: list[list[int]], params: SamplingParams
@@ -789,9 +786,3 @@ class _Speed:
         gen = (self.stats.generated_tokens - self.gen0) / dt
         pre = (self.stats.prefill_tokens - self.pre0) / dt
         return f"gen {gen:.0f} tok/s, prefill {pre:.0f} tok/s"
-
-
-def _copy(g: Generation) -> Generation:
-    return Generation(
-        g.text, list(g.token_ids), list(g.logprobs), g.finish_reason, g.prompt_tokens, dict(g.meta)
-    )

@@ -206,7 +206,7 @@ class HTTPBackend:
             self.stats.seconds += time.perf_counter() - start
         # greedy: one request per prompt, its answer copied to every sample index
         return [
-            [_copy(got[(p, s if params.do_sample else offset)]) for s in range(offset, offset + n)]
+            [got[(p, s if params.do_sample else offset)].copy() for s in range(offset, offset + n)]
             for p in range(len(prompts))
         ]
 
@@ -474,9 +474,3 @@ def _retry_after(e: urllib.error.HTTPError) -> float | None:
         return float(value) if value is not None else None
     except ValueError:
         return None  # an HTTP date: fall back to our own backoff
-
-
-def _copy(g: Generation) -> Generation:
-    return Generation(
-        g.text, list(g.token_ids), list(g.logprobs), g.finish_reason, g.prompt_tokens, dict(g.meta)
-    )

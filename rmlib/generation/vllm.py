@@ -31,7 +31,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from rmlib.generation.base import Generation, SamplingParams, sample_seed
+from rmlib.generation.base import Generation, SamplingParams, encode_prompt, sample_seed
 
 # vLLM reads these at import: its INFO lines and its CPU tuning hints (LD_PRELOAD of tcmalloc,
 # Triton absent) would otherwise fill every executed notebook; errors still show.
@@ -261,7 +261,7 @@ class VLLMBackend:
         self.stats.generated_tokens += sum(g.n_tokens for g in made.values())
         self.stats.seconds += time.perf_counter() - start
         return [
-            [_copy(made[(p, s if params.do_sample else offset)]) for s in range(offset, offset + n)]
+            [made[(p, s if params.do_sample else offset)].copy() for s in range(offset, offset + n)]
             for p in range(len(prompts))
         ]
 
@@ -289,10 +289,7 @@ class VLLMBackend:
         )
 
     def _encode(self, prompt: str) -> list[int]:
-        ids = self.tokenizer(prompt, add_special_tokens=False)["input_ids"]
-        if not ids:
-            raise ValueError("empty prompt: nothing to condition on")
-        return list(ids)
+        return encode_prompt(self.tokenizer, prompt)
 
     def _generation(self, out: Any, prompt_tokens: int) -> Generation:
         if out.finish_reason not in ("stop", "length"):
@@ -339,9 +336,3 @@ def _lora_request(adapter: str) -> Any:
     path = str(Path(adapter).resolve())
     lora_id = _LORA_IDS.setdefault(path, len(_LORA_IDS) + 1)
     return LoRARequest(lora_name=f"adapter-{lora_id}", lora_int_id=lora_id, lora_path=path)
-
-
-def _copy(g: Generation) -> Generation:
-    return Generation(
-        g.text, list(g.token_ids), list(g.logprobs), g.finish_reason, g.prompt_tokens, dict(g.meta)
-    )
