@@ -6,6 +6,8 @@ the trainer's (which moved), not the weights the engine started with.
 
 from __future__ import annotations
 
+import os
+
 import pytest
 import torch
 
@@ -21,6 +23,26 @@ pytestmark = [
     pytest.mark.filterwarnings("ignore::FutureWarning"),
 ]
 CONTINUATION = [785, 3681, 374, 264, 1273, 13, 576, 2033]
+
+
+# TRL's colocate mode sets these for vLLM's one-process distributed group: left in os.environ,
+# every later subprocess of the test session (notebook kernels, killed-run tests) would inherit
+# a world of one whose master port this process still holds (EADDRINUSE)
+DIST_ENV = ("RANK", "LOCAL_RANK", "WORLD_SIZE", "LOCAL_WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT")
+AT_IMPORT = {k: os.environ.get(k) for k in DIST_ENV}
+
+
+@pytest.fixture(autouse=True)
+def own_process_group():
+    saved = {k: os.environ.get(k) for k in DIST_ENV}
+    yield
+    if torch.distributed.is_available() and torch.distributed.is_initialized():
+        torch.distributed.destroy_process_group()
+    for key, value in saved.items():
+        if value is None:
+            os.environ.pop(key, None)
+        else:
+            os.environ[key] = value
 
 
 @pytest.fixture(scope="module")
@@ -89,3 +111,9 @@ def test_use_vllm_refuses_an_nf4_base(mix, tmp_path):
             precision="nf4",
             verbose=False,
         )
+
+
+def test_no_distributed_environment_leaks_to_later_tests():
+    """Runs after the colocate test (file order): the autouse fixture restored the environment."""
+    assert not torch.distributed.is_initialized()
+    assert {k: os.environ.get(k) for k in DIST_ENV} == AT_IMPORT
