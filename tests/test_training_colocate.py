@@ -29,7 +29,6 @@ CONTINUATION = [785, 3681, 374, 264, 1273, 13, 576, 2033]
 # every later subprocess of the test session (notebook kernels, killed-run tests) would inherit
 # a world of one whose master port this process still holds (EADDRINUSE)
 DIST_ENV = ("RANK", "LOCAL_RANK", "WORLD_SIZE", "LOCAL_WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT")
-AT_IMPORT = {k: os.environ.get(k) for k in DIST_ENV}
 
 
 @pytest.fixture(autouse=True)
@@ -112,8 +111,3 @@ def test_use_vllm_refuses_an_nf4_base(mix, tmp_path):
             verbose=False,
         )
 
-
-def test_no_distributed_environment_leaks_to_later_tests():
-    """Runs after the colocate test (file order): the autouse fixture restored the environment."""
-    assert not torch.distributed.is_initialized()
-    assert {k: os.environ.get(k) for k in DIST_ENV} == AT_IMPORT
