@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 import json
+import logging
+from fractions import Fraction
 
 import pandas as pd
 import pytest
 
+from rmlib.config import config_from_dict
 from rmlib.data.demo import load_demo
 from rmlib.data.pair import DataError, Pair
 from rmlib.models import load_tokenizer, qwen3_tokenizer_dir
@@ -18,6 +21,9 @@ from rmlib.training.mix import (
     counts_table,
     load_mix,
     pair_class,
+    ratio_counts,
+    ratio_text,
+    select_items,
 )
 from rmlib.verdict import result_sentence
 
@@ -98,13 +104,15 @@ def test_pair_class_rule():
 @pytest.mark.parametrize(
     ("ratio", "variant", "max_refl", "pref", "refl"),
     [
-        ("4:1", "mix", None, 7, 4),  # wants 16 Pref., the pool has 7 non-easy pairs
+        ("4:1", "mix", None, 4, 1),  # exact: a pool of 7 non-easy pairs holds 4 Pref. for 1 Refl.
+        ("2:1", "mix", None, 6, 3),  # 3 of the 4 mixed pairs: the pool allows 6 Pref.
         ("1:1", "mix", None, 4, 4),
         ("3:2", "mix", None, 6, 4),
         ("1:2", "mix", None, 2, 4),
         ("1:1", "mix", 2, 2, 2),
         ("1:0", "mix", None, 7, 0),  # Pref. only: every non-easy pair
         ("1:1", "pref_only", None, 4, 0),  # the mix's Pref. items
+        ("4:1", "pref_only", None, 4, 0),
         ("1:2", "pref_same_volume", None, 6, 0),  # 2 + 4 = the mix's total
         ("1:1", "pref_same_volume", None, 7, 0),  # 8 wanted, the pool caps it at 7
     ],
@@ -128,43 +136,183 @@ def test_exact_counts(hand_case, tokenizer, ratio, variant, max_refl, pref, refl
 def test_counts_table_layout(hand_case, tokenizer):
     pairs, rollouts = hand_case
     mix = build_mix(rollouts, pairs, tokenizer, TrainMixConfig(ratio="1:1"), backbone="tiny")
-    row = mix.counts_table().iloc[0].to_dict()
+    table = mix.counts_table()
+    assert table.columns.tolist() == [
+        "backbone",
+        "variant",
+        "ratio requested",
+        "ratio obtained",
+        "Pref. pool",
+        "Pref. requested",
+        "Pref.",
+        "Refl. pool",
+        "Refl. requested",
+        "Refl.",
+        "Sum",
+        "pairs",
+        "N",
+        "easy",
+        "mixed",
+        "all-wrong",
+        "correct+failed",
+    ]
+    row = table.iloc[0].to_dict()
     assert {
-        k: row[k]
-        for k in (
-            "Pref.",
-            "Refl.",
-            "Sum",
-            "easy",
-            "mixed",
-            "all-wrong",
-            "correct+failed",
-            "pairs",
-            "N",
-        )
+        k: row[k] for k in table.columns if k not in ("Pref. requested", "Refl. requested")
     } == {
+        "backbone": "tiny",
+        "variant": "mix",
+        "ratio requested": "1:1",
+        "ratio obtained": "1:1",
+        "Pref. pool": 7,
         "Pref.": 4,
+        "Refl. pool": 4,
         "Refl.": 4,
         "Sum": 8,
+        "pairs": 10,
+        "N": 4,
         "easy": 3,
         "mixed": 4,
         "all-wrong": 2,
         "correct+failed": 1,
-        "pairs": 10,
-        "N": 4,
     }
+    assert table["Pref. requested"].isna().all() and table["Refl. requested"].isna().all()
     assert len(counts_table([mix.counts, mix.counts])) == 2
 
 
-def test_ratio_is_respected_when_the_pool_allows(tokenizer):
+# ---------------------------------------------------------------- the ratio rule
+
+
+def classes_of(n_mixed: int, n_all_wrong: int, n_easy: int = 0) -> pd.DataFrame:
+    """A pair-class table (what select_items reads) without rollouts: keys m*, w*, e*."""
+    rows = [(f"m{i:05d}", "mixed") for i in range(n_mixed)]
+    rows += [(f"w{i:05d}", "all_wrong") for i in range(n_all_wrong)]
+    rows += [(f"e{i:05d}", "easy") for i in range(n_easy)]
+    return pd.DataFrame(rows, columns=["key", "class"])
+
+
+def selected(classes: pd.DataFrame, seed: int = 0, **cfg) -> tuple[list, list, dict]:
+    return select_items(classes, TrainMixConfig(**cfg), seed)
+
+
+REALISTIC = classes_of(n_mixed=800, n_all_wrong=100, n_easy=300)  # 900 non-easy, 800 mixed
+
+
+@pytest.mark.parametrize(
+    ("ratio", "pref", "refl"),
+    [("4:1", 900, 225), ("5:1", 900, 180), ("3:1", 900, 300), ("2:1", 900, 450), ("1:1", 800, 800)],
+)
+def test_ratio_is_exact_when_refl_is_plentiful(ratio, pref, refl, caplog):
+    # the realistic case: 800 of 900 non-easy pairs are mixed, so Pref. (the whole pool at most)
+    # is what limits the mix and Refl. is subsampled (the old rule gave 900 : 800 at "4:1")
+    with caplog.at_level(logging.WARNING, logger="rmlib.training.mix"):
+        pref_keys, refl_keys, counts = selected(REALISTIC, ratio=ratio)
+    assert (len(pref_keys), len(refl_keys)) == (pref, refl) == (counts["pref"], counts["refl"])
+    p, r = (int(x) for x in ratio.split(":"))
+    assert Fraction(pref, refl) == Fraction(p, r) and counts["ratio_obtained"] == ratio
+    assert len(set(refl_keys)) == refl and all(k.startswith("m") for k in refl_keys)
+    assert len(set(pref_keys)) == pref and not any(k.startswith("e") for k in pref_keys)
+    assert counts["note"] == "" and not caplog.records
+
+
+def test_ratio_is_exact_when_refl_is_short(tokenizer):
     pairs = load_demo(split="train", n=60, seed=1).pairs
     outcomes = ["cw"] * 10 + ["ww"] * 45 + ["cc"] * 5  # 10 mixed, pool of 55
     rollouts = rollouts_for(pairs, outcomes)
     for ratio, want in [("4:1", 40), ("5:1", 50), ("2:1", 20)]:
         mix = build_mix(rollouts, pairs, tokenizer, TrainMixConfig(ratio=ratio))
         assert (mix.counts["pref"], mix.counts["refl"]) == (want, 10)
-    capped = build_mix(rollouts, pairs, tokenizer, TrainMixConfig(ratio="4:1", max_pref=25))
-    assert capped.counts["pref"] == 25
+        assert mix.dataset["task"].count("pref") == want and mix.counts["note"] == ""
+    # 6:1 would need 60 Pref. for the 10 Refl.: the pool of 55 holds 54 Pref. for 9 Refl.
+    mix = build_mix(rollouts, pairs, tokenizer, TrainMixConfig(ratio="6:1"))
+    assert (mix.counts["pref"], mix.counts["refl"], mix.counts["ratio_obtained"]) == (54, 9, "6:1")
+
+
+def test_refl_is_subsampled_when_pref_is_short(tokenizer):
+    pairs = load_demo(split="train", n=16, seed=1).pairs
+    rollouts = rollouts_for(pairs, ["cw"] * 10 + ["ww"] * 2 + ["cc"] * 4)  # pool 12, 10 mixed
+    mix = build_mix(rollouts, pairs, tokenizer, TrainMixConfig(ratio="4:1"), seed=2)
+    tasks, keys = mix.dataset["task"], mix.dataset["pair_key"]
+    assert (tasks.count("pref"), tasks.count("refl")) == (12, 3)
+    mixed = {p.key for p in pairs[:10]}
+    assert {k for k, t in zip(keys, tasks, strict=True) if t == "refl"} < mixed
+
+
+def test_caps_are_met_at_the_ratio():
+    big = classes_of(n_mixed=5000, n_all_wrong=15000)  # more than the paper's caps allow
+    _, _, c = selected(big, ratio="4:1", max_pref=13_692, max_refl=3_420)
+    assert (c["pref"], c["refl"]) == (13_680, 3_420)  # 13,692 : 3,420 is 4.004 : 1
+    assert (c["pref_requested"], c["refl_requested"]) == (13_680, 3_420) and c["note"] == ""
+    _, _, c = selected(REALISTIC, ratio="4:1", max_pref=500)
+    assert (c["pref"], c["refl"], c["pref_requested"], c["refl_requested"]) == (500, 125, 500, 125)
+    _, _, c = selected(REALISTIC, ratio="4:1", max_refl=100)
+    assert (c["pref"], c["refl"], c["pref_requested"], c["refl_requested"]) == (400, 100, 400, 100)
+    # caps above what the rollouts hold: the shortfall shows as requested vs obtained
+    _, _, c = selected(REALISTIC, ratio="4:1", max_pref=13_692, max_refl=3_420)
+    assert (c["pref"], c["refl"], c["pref_requested"], c["refl_requested"]) == (
+        900,
+        225,
+        13_680,
+        3_420,
+    )
+    _, _, c = selected(REALISTIC, ratio="4:1", max_pref=3)  # 3 Pref. cannot carry 1 Refl.
+    assert (c["pref"], c["refl"], c["ratio_obtained"]) == (0, 0, "0:0") and c["note"]
+
+
+def test_pref_only_ratio(caplog):
+    with caplog.at_level(logging.WARNING, logger="rmlib.training.mix"):
+        pref, refl, c = selected(REALISTIC, ratio="1:0")
+        assert (len(pref), refl, c["ratio_obtained"], c["note"]) == (900, [], "1:0", "")
+        _, _, c = selected(REALISTIC, ratio="1:0", max_pref=250, max_refl=10)
+        assert (c["pref"], c["refl"], c["pref_requested"], c["refl_requested"]) == (250, 0, 250, 0)
+        _, _, c = selected(classes_of(0, 30), ratio="1:0")  # no mixed pair: still every pair
+        assert (c["pref"], c["refl"]) == (30, 0)
+    assert not caplog.records
+    _, _, c = selected(classes_of(0, 30), ratio="4:1")  # while 4:1 has nothing to pair them with
+    assert (c["pref"], c["refl"]) == (0, 0) and "not the requested 4:1" in c["note"]
+
+
+def test_ratio_counts_rule():
+    four = (Fraction(4), Fraction(1))
+    assert ratio_counts(*four, 900, 800) == (900, 225)
+    assert ratio_counts(*four, 903, 800) == (900, 225)  # exact rather than 903 : 225
+    assert ratio_counts(*four, 8, 6) == (8, 2)  # the demo's rollouts (was 8 : 6)
+    assert ratio_counts(*four, None, 10) == (40, 10)
+    assert ratio_counts(*four, None, None) == (None, None)
+    three_two = (Fraction(3), Fraction(2))
+    assert ratio_counts(*three_two, 8, 3) == (5, 3)  # 4.5 rounds half up, never above the pool
+    assert ratio_counts(*three_two, 7, 100) == (6, 4)
+    assert ratio_counts(Fraction(1), Fraction(0), 7, 4) == (7, 0)
+    assert ratio_counts(Fraction(0), Fraction(1), 7, 4) == (0, 4)
+    assert [ratio_text(*c) for c in [(900, 225), (6, 4), (5, 3), (903, 225), (5, 0), (0, 0)]] == [
+        "4:1",
+        "3:2",
+        "5:3",
+        "4.01:1",
+        "1:0",
+        "0:0",
+    ]
+
+
+def test_rounded_ratio_is_reported_and_logged(caplog):
+    with caplog.at_level(logging.WARNING, logger="rmlib.training.mix"):
+        _, _, c = selected(classes_of(n_mixed=3, n_all_wrong=5), ratio="3:2")
+    assert (c["pref"], c["refl"], c["ratio_obtained"]) == (5, 3, "5:3")
+    assert "5 : 3" in c["note"] and "not the requested 3:2" in c["note"]
+    assert [r.levelname for r in caplog.records] == ["WARNING"]
+    assert c["note"] in caplog.records[0].getMessage()
+
+
+def test_subsampling_is_seeded():
+    shuffled = REALISTIC.sample(frac=1.0, random_state=0).reset_index(drop=True)
+    a, b, c = selected(REALISTIC, seed=0), selected(REALISTIC, seed=0), selected(shuffled, seed=0)
+    assert a == b == c  # same seed, any row order: the same items
+    other = selected(REALISTIC, seed=1)
+    assert set(other[1]) != set(a[1]) and len(other[1]) == len(a[1]) == 225
+    assert selected(REALISTIC, seed=0, variant="pref_only")[0] == a[0]  # the mix's Pref. items
+    same = selected(REALISTIC, seed=0, variant="pref_same_volume")
+    assert set(a[0]) <= set(same[0]) and len(same[0]) == 900  # 1,125 wanted, the pool has 900
+    assert same[2]["pref_requested"] == 1125 and "pool has 900" in same[2]["note"]
 
 
 def test_seeded_draws(tokenizer):
@@ -273,8 +421,8 @@ def test_bad_rollout_tables_are_located(hand_case, tokenizer):
         classify_pairs(rollouts.drop(columns=["text"]), pairs)
     with pytest.raises(ValueError, match="ratio"):
         TrainMixConfig(ratio="4-1")
-    with pytest.raises(ValueError, match="variant"):
-        TrainMixConfig(variant="rft")
+    with pytest.raises(ValueError, match="mix.variant"):  # checked where params load
+        config_from_dict({"mix": {"variant": "rft"}})
 
 
 def test_save_and_load(hand_case, tokenizer, tmp_path):
@@ -293,4 +441,6 @@ def test_save_and_load(hand_case, tokenizer, tmp_path):
     assert prov["backbone"] == "embedded:tiny-qwen3" and prov["n_samples"] == 4
     assert prov["seed"] == 7 and prov["ratio"] == "1:1" and prov["sources"] == ["demo"]
     assert json.loads((tmp_path / "mix" / "provenance.json").read_text())["counts"]["refl"] == 4
-    assert pd.read_csv(tmp_path / "mix" / "counts.csv")["Sum"].tolist() == [8]
+    saved = pd.read_csv(tmp_path / "mix" / "counts.csv")
+    assert saved["Sum"].tolist() == [8] and saved["ratio obtained"].tolist() == ["1:1"]
+    assert prov["counts"]["refl_pool"] == 4 and prov["counts"]["pref_pool"] == 7

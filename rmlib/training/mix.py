@@ -21,11 +21,21 @@ Items:
   among its kind, seeded per pair), in random order; label = the correct critique's slot.
 - **Pref.**: non-easy pairs drawn at random with the human label; a pair may be in both sets.
 
+Counts (`ratio_counts`): the ratio p:r is enforced exactly, as far as integers allow. The mix
+takes the largest Refl. count R with R ≤ the mixed pairs (and ≤ max_refl) and R·p/r ≤ the Pref.
+pool (the non-easy pairs, and ≤ max_pref), and P = R·p/r rounded (half up) Pref. items. Realistic
+rollouts have far more mixed pairs than the Pref. pool can match at 4:1, so Pref. takes the whole
+pool and Refl. is subsampled (seeded): 900 non-easy pairs of which 800 mixed give 900 : 225.
+Ratio `"1:0"` means Pref. only, every non-easy pair (≤ max_pref). The requested counts (the ratio
+and the caps alone; None = no cap), the pools and the obtained counts are all in
+`TrainMix.counts` and its table; a warning (logger `rmlib.training.mix`, also `counts["note"]`)
+says when the pools or caps made the obtained ratio differ from the requested one.
+
 Variants (`TrainMixConfig.variant`), all from the same seeded draws so their Pref. sets nest:
-- `mix` (ReflectRM): Refl. = the mixed pairs (≤ max_refl); Pref. = ratio × Refl. (≤ pool, ≤
-  max_pref). Ratio `"1:0"` means Pref. only, every non-easy pair (≤ max_pref).
+- `mix` (ReflectRM): P Pref. + R Refl. items as above.
 - `pref_only` (the paper's RFT baseline): the Pref. items of `mix`, no Refl.
-- `pref_same_volume`: Pref. only, as many items as `mix` has in total (Pref. + Refl.).
+- `pref_same_volume`: Pref. only, as many items as `mix` has in total (P + R, ≤ the pool: when
+  the pool is what limits the mix, that is the pool itself, as in `pref_only`).
 
 Prompts are chat messages (`rmlib.prompts.pref_messages` / `refl_messages`), fitted to the prompt
 budget by the project's own truncation policy before training (TRL's GRPOConfig has no prompt
@@ -35,17 +45,19 @@ cap): a prompt the budget cuts is stored as the cut message, recovered from the 
 from __future__ import annotations
 
 import json
+import logging
+import math
 import random
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from fractions import Fraction
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import pandas as pd
 
 from rmlib import prompts
-from rmlib.config import doc
+from rmlib.config import PARAMS, doc
 from rmlib.data.pair import DataError, Pair
 
 PAIR_CLASSES: tuple[str, ...] = ("easy", "mixed", "all_wrong", "correct_or_failed")
@@ -57,23 +69,33 @@ VARIANTS: dict[str, str] = {
 ROLLOUT_REQUIRED: tuple[str, ...] = ("key", "sample", "text", "choice", "failure")
 SENTINEL = "\x00RMLIB-CONTENT\x00"
 
+log = logging.getLogger(__name__)
+
 
 @dataclass
 class TrainMixConfig:
     """How the training mix is built from rollouts; the `mix` section of a params file."""
 
+    __pydantic_config__ = PARAMS
+
     ratio: str = doc(
-        "Pref. : Refl. item ratio 'p:r' (paper: 4:1, best of its 1:0 … 5:1 ablation); "
-        "'1:0' = Pref. only.",
+        "Pref. : Refl. item ratio 'p:r' (paper: 4:1, best of its 1:0 … 5:1 ablation), enforced "
+        "exactly: the largest counts at p:r that the Pref. pool (non-easy pairs), the mixed pairs "
+        "and the caps allow (Refl. is subsampled when Pref. is short); '1:0' = Pref. only.",
         "4:1",
     )
-    variant: str = doc(
+    variant: Literal["mix", "pref_only", "pref_same_volume"] = doc(
         "Which set to build: 'mix' (Pref.+Refl.), 'pref_only' (the mix's Pref. items: the "
         "paper's RFT baseline), 'pref_same_volume' (Pref. only, the mix's total volume).",
         "mix",
     )
-    max_pref: int | None = doc("Cap on Pref. items (None = no cap).", None)
-    max_refl: int | None = doc("Cap on Refl. items (None = one per mixed pair).", None)
+    max_pref: int | None = doc(
+        "Cap on Pref. items, met at the ratio (None = no cap; paper: 13,692 for Qwen3-4B).", None
+    )
+    max_refl: int | None = doc(
+        "Cap on Refl. items, met at the ratio (None = up to one per mixed pair; paper: 3,420).",
+        None,
+    )
     failure_is_wrong: bool = doc(
         "An unparseable rollout counts as not correct when classifying pairs (so a pair with "
         "one is never easy); False ignores unparseable rollouts. Never a critique either way.",
@@ -88,8 +110,6 @@ class TrainMixConfig:
 
     def __post_init__(self) -> None:
         self.ratio_parts()  # validates
-        if self.variant not in VARIANTS:
-            raise ValueError(f"mix variant must be one of {list(VARIANTS)}, got {self.variant!r}")
         for name in ("max_pref", "max_refl"):
             value = getattr(self, name)
             if value is not None and value < 0:
@@ -237,41 +257,87 @@ def _common_n(samples: dict[str, set[int]], rollouts: pd.DataFrame, table: str) 
 def select_items(
     classes: pd.DataFrame, cfg: TrainMixConfig, seed: int
 ) -> tuple[list[str], list[str], dict[str, Any]]:
-    """(Pref. pair keys, Refl. pair keys, counts) under cfg; every draw seeded, order-free."""
+    """(Pref. pair keys, Refl. pair keys, counts) under cfg; every draw seeded, order-free.
+
+    Counts: `pref`/`refl`/`total` obtained, `pref_pool` (non-easy pairs) and `refl_pool` (mixed
+    pairs) available, `pref_requested`/`refl_requested` (what the ratio and caps alone ask for,
+    None = as many as the pools allow), `ratio` requested, `ratio_obtained` (of the items built),
+    `variant`, and `note` (why the obtained ratio or count differs from the requested one, or "";
+    also logged as a warning).
+    """
     p, r = cfg.ratio_parts()
     pool = sorted(classes.loc[classes["class"] != "easy", "key"])
     mixed = sorted(classes.loc[classes["class"] == "mixed", "key"])
     random.Random(f"{seed}:pref").shuffle(pool)
     random.Random(f"{seed}:refl-pairs").shuffle(mixed)
-    n_refl = 0 if r == 0 else _capped(len(mixed), cfg.max_refl)
-    if r == 0:
-        n_pref = _capped(len(pool), cfg.max_pref)
-    else:
-        n_pref = min(int(Fraction(n_refl) * p / r), len(pool), _cap(cfg.max_pref))
-    target = n_pref
+    want_pref, want_refl = ratio_counts(p, r, cfg.max_pref, cfg.max_refl)
+    n_pref, n_refl = ratio_counts(
+        p, r, _capped(len(pool), cfg.max_pref), _capped(len(mixed), cfg.max_refl)
+    )
+    notes = []
+    if n_pref * r != n_refl * p or n_pref + n_refl == 0:
+        notes.append(
+            f"Pref. : Refl. obtained {n_pref} : {n_refl} ({ratio_text(n_pref, n_refl)}), not the "
+            f"requested {cfg.ratio}: Pref. pool {len(pool)} (cap {cfg.max_pref}), mixed pairs "
+            f"{len(mixed)} (Refl. cap {cfg.max_refl})"
+        )
     if cfg.variant == "pref_only":
-        n_refl = 0
+        n_refl = want_refl = 0
     elif cfg.variant == "pref_same_volume":
-        target = n_pref + n_refl
-        n_pref, n_refl = min(target, len(pool)), 0
+        want_pref, want_refl = n_pref + n_refl, 0
+        n_pref, n_refl = min(want_pref, len(pool)), 0
+        if n_pref < want_pref:
+            notes.append(f"{n_pref} Pref. items of the mix's {want_pref}: the pool has {len(pool)}")
+    note = "; ".join(notes)
+    if note:
+        log.warning("training mix (%s): %s", cfg.variant, note)
     counts = {
         "pref": n_pref,
         "refl": n_refl,
         "total": n_pref + n_refl,
         "pref_pool": len(pool),
-        "pref_requested": target,
+        "refl_pool": len(mixed),
+        "pref_requested": want_pref,
+        "refl_requested": want_refl,
         "ratio": cfg.ratio,
+        "ratio_obtained": ratio_text(n_pref, n_refl),
         "variant": cfg.variant,
+        "note": note,
     }
     return pool[:n_pref], mixed[:n_refl], counts
 
 
-def _cap(limit: int | None) -> int:
-    return limit if limit is not None else 1 << 62
+def ratio_counts(
+    p: Fraction, r: Fraction, max_pref: int | None, max_refl: int | None
+) -> tuple[int | None, int | None]:
+    """The largest (Pref., Refl.) counts at exactly p:r, as far as integers allow, within the
+    limits (None = unbounded, which may give None back): Refl. R is the largest with R ≤ max_refl
+    and R·p/r ≤ max_pref, Pref. = R·p/r rounded half up (never above max_pref). r = 0 means Pref.
+    only (max_pref, 0); p = 0 Refl. only (0, max_refl)."""
+    if r == 0:
+        return max_pref, 0
+    if p == 0:
+        return 0, max_refl
+    bounds = [] if max_refl is None else [max_refl]
+    if max_pref is not None:
+        bounds.append(math.floor(max_pref * r / p))
+    if not bounds:
+        return None, None
+    refl = min(bounds)
+    return math.floor(refl * p / r + Fraction(1, 2)), refl
+
+
+def ratio_text(pref: int, refl: int) -> str:
+    """Pref. : Refl. counts as a reduced ratio: (900, 225) → '4:1', (7, 3) → '7:3', (5, 0) →
+    '1:0', (0, 0) → '0:0'; a denominator above 10 is written as a decimal, '4.01:1'."""
+    if refl == 0:
+        return "1:0" if pref else "0:0"
+    f = Fraction(pref, refl)
+    return f"{f.numerator}:{f.denominator}" if f.denominator <= 10 else f"{float(f):.2f}:1"
 
 
 def _capped(n: int, limit: int | None) -> int:
-    return min(n, _cap(limit))
+    return n if limit is None else min(n, limit)
 
 
 def pick_critiques(rollouts: pd.DataFrame, pair: Pair, seed: int) -> tuple[int, int, int]:
@@ -422,14 +488,21 @@ def _counts(classes: pd.DataFrame, selected: dict[str, Any], backbone: str) -> d
 
 
 def counts_table(rows: Sequence[dict[str, Any]]) -> pd.DataFrame:
-    """The paper's data-table layout: one row per mix (backbone, variant) with Pref., Refl.,
-    Sum, and how many pairs were easy, mixed and all-wrong (plus correct-or-failed)."""
+    """The paper's data-table layout: one row per mix (backbone, variant) with the ratio requested
+    and obtained, then for Pref. and Refl. the pool (non-easy / mixed pairs), the count requested
+    (ratio and caps alone; <NA> = as many as the pools allow) and the count obtained, their Sum,
+    and how many pairs were easy, mixed and all-wrong (plus correct-or-failed)."""
     out = [
         {
             "backbone": c.get("backbone", ""),
             "variant": c["variant"],
-            "ratio": c["ratio"],
+            "ratio requested": c["ratio"],
+            "ratio obtained": c["ratio_obtained"],
+            "Pref. pool": c["pref_pool"],
+            "Pref. requested": c["pref_requested"],
             "Pref.": c["pref"],
+            "Refl. pool": c["refl_pool"],
+            "Refl. requested": c["refl_requested"],
             "Refl.": c["refl"],
             "Sum": c["total"],
             "pairs": c["n_pairs"],
@@ -441,7 +514,8 @@ def counts_table(rows: Sequence[dict[str, Any]]) -> pd.DataFrame:
         }
         for c in rows
     ]
-    return pd.DataFrame(out)
+    table = pd.DataFrame(out)
+    return table.astype({"Pref. requested": "Int64", "Refl. requested": "Int64"}) if out else table
 
 
 def load_mix(path: str | Path) -> tuple[Any, dict[str, Any]]:
