@@ -5,22 +5,28 @@ dataclass; each field carries its documentation in `metadata["doc"]`, so `rmlib 
 (and the run manifest) can print what each value means. Sections owned by a module (inference,
 mix, warm-up, GRPO) are that module's dataclass: the default lives in exactly one place.
 
-Unknown keys are errors that name the file and the dotted key: a typo never silently falls back
-to a default.
+The whole file is validated at load, before any work: pydantic validates each section's
+dataclass (its `Literal` types carry the allowed values, `__pydantic_config__ = PARAMS` makes an
+unknown key an error), the sections' own `__post_init__` checks run, then the checks that span
+sections (data sources in the registry, every sweep point). A mistake is one `ConfigError` line
+naming the file, the dotted key, the bad value and what is allowed: a typo never silently falls
+back to a default, and never fails hours into a run.
 """
 
 from __future__ import annotations
 
 import copy
 import dataclasses
+import difflib
+import functools
 import itertools
-import types
 import typing
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
 import yaml
+from pydantic import ConfigDict, TypeAdapter, ValidationError
 
 
 def doc(text: str, default: Any = dataclasses.MISSING, **kw: Any) -> Any:
@@ -35,12 +41,35 @@ class ConfigError(ValueError):
     """A params file with a wrong key or value; names the file and the dotted key."""
 
 
+# The pydantic config of every params dataclass (`__pydantic_config__ = PARAMS` in its body):
+# unknown keys are errors. Lax mode on purpose: YAML already types its scalars, and lax parsing
+# accepts `1e-6`, which YAML 1.1 reads as a string, for a float.
+PARAMS = ConfigDict(extra="forbid")
+
 Backend = Literal["hf", "vllm", "http"]
 Precision = Literal["auto", "nf4", "bf16", "fp32"]
+Model = Literal["base", "rft", "unified"]
+# transformers' SchedulerType values (tests/test_config.py checks they agree).
+Scheduler = Literal[
+    "linear",
+    "cosine",
+    "cosine_with_restarts",
+    "polynomial",
+    "constant",
+    "constant_with_warmup",
+    "inverse_sqrt",
+    "reduce_lr_on_plateau",
+    "cosine_with_min_lr",
+    "cosine_warmup_with_min_lr",
+    "warmup_stable_decay",
+    "greedy",
+]
 
 
 @dataclass
 class RunSection:
+    __pydantic_config__ = PARAMS
+
     name: str = doc("Run name: the folder under outputs/.", "run")
     seed: int = doc("Master seed; every random choice of the run derives from it.", 0)
     output_root: str = doc("Where run folders go.", "outputs")
@@ -61,6 +90,8 @@ class RunSection:
 
 @dataclass
 class ModelSection:
+    __pydantic_config__ = PARAMS
+
     backbone: str = doc(
         "Hub id, local directory, or an embedded model: 'embedded:smollm2-135m' (demo), "
         "'embedded:tiny-qwen3' (tests).",
@@ -74,14 +105,6 @@ class ModelSection:
     train_precision: Precision = doc(
         "Weights under the LoRA adapter during training (same choices as precision).", "nf4"
     )
-
-    def __post_init__(self) -> None:
-        for key in ("precision", "train_precision"):
-            value = getattr(self, key)
-            if value not in typing.get_args(Precision):
-                raise ValueError(
-                    f"model.{key} must be one of {typing.get_args(Precision)}, got {value!r}"
-                )
     trust_remote_code: bool = doc("Allow model code from the checkpoint (off: safer).", False)
     allow_cpu: bool = doc(
         "Run a non-embedded backbone with no CUDA device. Off: `rmlib run` refuses at once "
@@ -96,17 +119,23 @@ class ModelSection:
 
 @dataclass
 class DatasetSpec:
+    __pydantic_config__ = PARAMS
+
     source: str = doc("A loader name (rmlib data stats --help lists them).", "demo")
     path: str | None = doc("Hub id (default) or local file/folder in the hub layout.", None)
     split: str | None = doc("Split; None = the source's evaluation/default split.", None)
     config: str | None = doc("Dataset config (HelpSteer3 'preference', HH-RLHF data_dir).", None)
     n: int | None = doc("Subsample this many pairs (seeded); None = all.", None)
-    on_error: str = doc("Bad rows: 'raise' (default) or 'skip' (counted).", "raise")
+    on_error: Literal["raise", "skip"] = doc(
+        "Bad rows: 'raise' (default) or 'skip' (counted).", "raise"
+    )
     options: dict = doc("Extra loader options (e.g. drop_ties).", {})
 
 
 @dataclass
 class DataSection:
+    __pydantic_config__ = PARAMS
+
     train: DatasetSpec = doc("Preference source for the training rollouts.", DatasetSpec())
     eval: list[DatasetSpec] = doc("Evaluation sets.", [])
     subsample_seed: int | None = doc("Seed for subsampling; None = run.seed.", None)
@@ -114,6 +143,8 @@ class DataSection:
 
 @dataclass
 class GenerationSection:
+    __pydantic_config__ = PARAMS
+
     backend: Backend = doc(
         "Who generates: 'vllm' (vLLM's engine in this process: continuous batching, paged KV "
         "cache, prefix caching, LoRA adapters; the CPU build on machines without a GPU), 'hf' "
@@ -185,19 +216,10 @@ class GenerationSection:
     http_timeout: float = doc("backend 'http': seconds before a request is retried.", 600.0)
 
     def __post_init__(self) -> None:
-        if self.backend not in typing.get_args(Backend):
-            raise ValueError(
-                f"generation.backend must be one of {typing.get_args(Backend)}, "
-                f"got {self.backend!r}"
-            )
         if self.backend == "http" and not self.endpoints:
             raise ValueError("generation.backend 'http' needs generation.endpoints (server URLs)")
         if not 0 < self.gpu_memory_utilization <= 1:
-            raise ValueError("generation.gpu_memory_utilization must be in (0, 1]")
-        if self.adapters not in ("auto", "lora", "merged"):
-            raise ValueError(
-                f"generation.adapters must be 'auto', 'lora' or 'merged', got {self.adapters!r}"
-            )
+            raise ValueError("gpu_memory_utilization must be in (0, 1]")
 
     def prompts_per_call(self) -> int:
         if self.chunk_prompts is not None:
@@ -207,6 +229,8 @@ class GenerationSection:
 
 @dataclass
 class PromptSection:
+    __pydantic_config__ = PARAMS
+
     max_prompt_tokens: int = doc(
         "Context budget of a prompt; longer inputs are cut by the policy in rmlib.prompts.", 4096
     )
@@ -214,6 +238,8 @@ class PromptSection:
 
 @dataclass
 class RolloutSection:
+    __pydantic_config__ = PARAMS
+
     n_samples: int = doc("Judgments per training pair from the untrained backbone (paper: 8).", 8)
     temperature: float = doc("Sampling temperature of the rollouts (paper: 1.0).", 1.0)
     max_new_tokens: int = doc("Cap on a rollout judgment's length.", 1024)
@@ -221,8 +247,11 @@ class RolloutSection:
 
 @dataclass
 class EvalSection:
-    models: list[str] = doc(
-        "Which models to evaluate: base, rft (GRPO on Pref. only), unified (Pref.+Refl.).",
+    __pydantic_config__ = PARAMS
+
+    models: list[Model] = doc(
+        "Which models to evaluate (and so train): base, rft (GRPO on Pref. only), unified "
+        "(Pref.+Refl.).",
         ["base", "unified"],
     )
     n_bootstrap: int = doc("Bootstrap resamples for confidence intervals.", 1000)
@@ -271,62 +300,98 @@ class RunConfig:
         return {k: dataclasses.asdict(v) for k, v in self.sections.items()}
 
 
+@functools.cache
+def _validator(cls: type) -> TypeAdapter:
+    return TypeAdapter(cls)
+
+
 def _build(cls: type, data: Any, where: str, source: str) -> Any:
-    """Build dataclass `cls` from a mapping, strictly (unknown keys and wrong types are errors)."""
-    if dataclasses.is_dataclass(data):
-        return data
-    if data is None:
-        data = {}
-    if not isinstance(data, dict):
-        raise ConfigError(f"{source}: '{where}' must be a mapping, got {type(data).__name__}")
-    hints = typing.get_type_hints(cls)
-    names = {f.name for f in dataclasses.fields(cls)}
-    unknown = sorted(set(data) - names)
-    if unknown:
-        raise ConfigError(
-            f"{source}: unknown key '{where}.{unknown[0]}' (known: {', '.join(sorted(names))})"
-        )
-    kwargs = {k: _coerce(hints[k], v, f"{where}.{k}", source) for k, v in data.items()}
+    """Validate a section's mapping into its dataclass (defaults filled, sections' checks run)."""
     try:
-        return cls(**kwargs)
-    except (TypeError, ValueError) as e:
-        raise ConfigError(f"{source}: '{where}': {e}") from e
+        return _validator(cls).validate_python({} if data is None else data)
+    except ValidationError as e:
+        raise ConfigError(_first_error(e, cls, where, source)) from None
 
 
-def _coerce(tp: Any, value: Any, where: str, source: str) -> Any:
-    origin = typing.get_origin(tp)
-    args = typing.get_args(tp)
-    if origin in (typing.Union, types.UnionType):
-        if value is None and type(None) in args:
-            return None
-        tp = next(a for a in args if a is not type(None))
-        origin, args = typing.get_origin(tp), typing.get_args(tp)
-    if dataclasses.is_dataclass(tp):
-        return _build(tp, value, where, source)
-    if origin is list and args and dataclasses.is_dataclass(args[0]):
-        if not isinstance(value, list):
-            raise ConfigError(f"{source}: '{where}' must be a list")
-        return [_build(args[0], v, f"{where}[{i}]", source) for i, v in enumerate(value)]
-    if tp is float and isinstance(value, int) and not isinstance(value, bool):
-        return float(value)
-    simple = {int: int, float: float, str: str, bool: bool}.get(tp)
-    if simple and not isinstance(value, simple) or (tp is int and isinstance(value, bool)):
-        raise ConfigError(f"{source}: '{where}' must be {tp.__name__}, got {value!r}")
-    return value
+def _first_error(e: ValidationError, cls: type, where: str, source: str) -> str:
+    """One line for pydantic's first error: file, dotted key, bad value, what is allowed."""
+    err = e.errors()[0]
+    loc = err["loc"]
+    key = where + "".join(f"[{p}]" if isinstance(p, int) else f".{p}" for p in loc)
+    more = f" (and {e.error_count() - 1} more)" if e.error_count() > 1 else ""
+    if err["type"] == "unexpected_keyword_argument":
+        known = sorted(f.name for f in dataclasses.fields(_class_at(cls, loc[:-1])))
+        close = difflib.get_close_matches(str(loc[-1]), known, n=1)
+        hint = f"did you mean '{close[0]}'? " if close else ""
+        return f"{source}: unknown key '{key}' ({hint}known: {', '.join(known)}){more}"
+    if err["type"] == "value_error":  # a section's own check (__post_init__)
+        return f"{source}: '{key}': {err['ctx']['error']}{more}"
+    return f"{source}: '{key}': {err['msg']}, got {err['input']!r}{more}"
+
+
+def _class_at(cls: type, loc: tuple) -> type:
+    """The dataclass at a pydantic error location below `cls` (list indices skipped)."""
+    for part in loc:
+        if isinstance(part, int):
+            continue
+        tp = typing.get_type_hints(cls)[part]
+        while not dataclasses.is_dataclass(tp):
+            tp = next(a for a in typing.get_args(tp) if a is not type(None))
+        cls = tp
+    return cls
 
 
 def config_from_dict(data: dict[str, Any], source: str = "<dict>") -> RunConfig:
+    """Validate a whole params mapping: every section, the checks across sections, and every
+    point of its sweep (a bad sweep value is refused before the first point runs)."""
     data = copy.deepcopy(data or {})
     sweep = data.pop("sweep", {}) or {}
+    cfg = _sections(data, source)
+    if not isinstance(sweep, dict):
+        raise ConfigError(f"{source}: 'sweep' must map dotted keys to lists of values")
+    cfg.sweep = sweep
+    for point in sweep_points(cfg):
+        where = ", ".join(f"{k}={v!r}" for k, v in point.items())
+        point_data = copy.deepcopy(data)
+        for key, value in point.items():
+            set_dotted(point_data, key, value)
+        _sections(point_data, f"{source} (sweep point {where})")
+    return cfg
+
+
+def _sections(data: dict[str, Any], source: str) -> RunConfig:
     unknown = sorted(set(data) - set(SECTIONS))
     if unknown:
+        close = difflib.get_close_matches(unknown[0], SECTIONS, n=1)
+        hint = f"did you mean '{close[0]}'? " if close else ""
         raise ConfigError(
-            f"{source}: unknown section '{unknown[0]}' (known: {', '.join(SECTIONS)}, sweep)"
+            f"{source}: unknown section '{unknown[0]}' ({hint}known: {', '.join(SECTIONS)}, sweep)"
         )
+    # One master seed: the inference seed is the run's unless the file sets it.
+    run = data.get("run")
+    seed = run.get("seed", RunSection.seed) if isinstance(run, dict) else RunSection.seed
+    inference = data.setdefault("inference", {})
+    if isinstance(inference, dict) and inference.get("seed") is None:
+        inference["seed"] = seed
     sections = {
         name: _build(_section_class(name), data.get(name), name, source) for name in SECTIONS
     }
-    return RunConfig(sections=sections, source=source, sweep=sweep)
+    cfg = RunConfig(sections=sections, source=source)
+    _check_sources(cfg)
+    return cfg
+
+
+def _check_sources(cfg: RunConfig) -> None:
+    """Every dataset names a registered source (the registry lives with the loaders)."""
+    from rmlib.data import get_source
+
+    specs = {"data.train": cfg.data.train}
+    specs.update({f"data.eval[{i}]": s for i, s in enumerate(cfg.data.eval)})
+    for where, spec in specs.items():
+        try:
+            get_source(spec.source)
+        except ValueError as e:
+            raise ConfigError(f"{cfg.source}: '{where}.source': {e}") from None
 
 
 def load_config(path: str | Path, overrides: dict[str, Any] | None = None) -> RunConfig:
@@ -348,11 +413,16 @@ def set_dotted(data: dict[str, Any], key: str, value: Any) -> None:
     node = data
     for p in parents:
         node = node.setdefault(p, {})
+        if not isinstance(node, dict):
+            raise ConfigError(f"cannot set '{key}': '{p}' is not a mapping")
     node[last] = value
 
 
 def sweep_points(cfg: RunConfig) -> list[dict[str, Any]]:
     """The grid of a params file's `sweep:` mapping (dotted key → list of values), expanded."""
+    for key, values in cfg.sweep.items():
+        if not isinstance(values, list) or not values:
+            raise ConfigError(f"{cfg.source}: 'sweep.{key}' must be a non-empty list of values")
     keys = list(cfg.sweep)
     return [dict(zip(keys, combo, strict=True)) for combo in itertools.product(*cfg.sweep.values())]
 

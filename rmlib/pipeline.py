@@ -14,6 +14,7 @@ from __future__ import annotations
 import json
 import os
 import random
+import typing
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
@@ -22,11 +23,11 @@ from typing import Any
 import pandas as pd
 
 from rmlib import data as datasets_
-from rmlib.config import DatasetSpec, RunConfig
+from rmlib.config import DatasetSpec, Model, RunConfig
 from rmlib.data.pair import LoadResult, Pair
 from rmlib.run_folder import RunFolder
 
-MODELS = ("base", "rft", "unified")
+MODELS: tuple[str, ...] = typing.get_args(Model)  # in the paper's order
 
 
 # ---- 01 data ------------------------------------------------------------------------------------

@@ -33,7 +33,7 @@ from typing import Any, Literal
 import numpy as np
 import pandas as pd
 
-from rmlib.config import doc
+from rmlib.config import PARAMS, doc
 from rmlib.data.pair import Pair, both_orders
 from rmlib.generation.base import Backend, SamplingParams
 
@@ -68,6 +68,8 @@ PREDICTION_COLUMNS: list[str] = [
 
 @dataclass
 class ReflectConfig:
+    __pydantic_config__ = PARAMS
+
     """Settings of two-stage inference; the `inference` section of a params file."""
 
     n_samples: int = doc("Stage-1 judgments per pair (paper: N = 8).", 8)
@@ -81,7 +83,7 @@ class ReflectConfig:
         "(paper: lowest 10 %).",
         0.10,
     )
-    confidence_tokens: str = doc(
+    confidence_tokens: Literal["all"] = doc(
         "Which generated tokens the confidence reads (choice): 'all' (the only rule implemented).",
         "all",
     )
@@ -90,7 +92,9 @@ class ReflectConfig:
         False,
     )
     seed: int = doc(
-        "Seed of stage-1 sampling and of every random draw (slots, random anchor/winners).", 0
+        "Seed of stage-1 sampling and of every random draw (slots, random anchor/winners); "
+        "unset in a params file = run.seed (one master seed).",
+        0,
     )
     both_orders: bool = doc(
         "Run each pair also with the responses swapped, each order through the full method.",
@@ -100,7 +104,7 @@ class ReflectConfig:
     run_random_anchor: bool = doc(
         "Run the 'random anchor' baseline (N-1 more reflection calls per pair).", True
     )
-    reflection_failure: str = doc(
+    reflection_failure: Literal["anchor_wins", "other_wins"] = doc(
         "An unparseable reflection counts as 'anchor_wins' (method.md default) or 'other_wins'.",
         "anchor_wins",
     )
@@ -112,7 +116,7 @@ class ReflectConfig:
         "Off: every call (the default, for the analysis-quality notebook).",
         False,
     )
-    majority_tie_break: str = doc(
+    majority_tie_break: Literal["first", "random", "none"] = doc(
         "Tie rule of the plain majority baseline: 'first' (the earliest parsed sample's verdict, "
         "itself a random draw), 'random' (seeded coin), or 'none' (tie = parse failure).",
         "first",
@@ -123,14 +127,6 @@ class ReflectConfig:
             raise ValueError("n_samples must be >= 1")
         if not 0 < self.confidence_fraction <= 1:
             raise ValueError("confidence_fraction must be in (0, 1]")
-        if self.confidence_tokens != "all":
-            raise ValueError(
-                f"confidence_tokens: only 'all' is implemented, got {self.confidence_tokens!r}"
-            )
-        if self.reflection_failure not in ("anchor_wins", "other_wins"):
-            raise ValueError("reflection_failure must be 'anchor_wins' or 'other_wins'")
-        if self.majority_tie_break not in ("none", "first", "random"):
-            raise ValueError("majority_tie_break must be 'none', 'first' or 'random'")
 
     def sampling_params(self) -> SamplingParams:
         """Stage-1 settings (sampled)."""

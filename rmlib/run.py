@@ -8,6 +8,7 @@ the batch in flight.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import logging
@@ -16,6 +17,7 @@ import platform
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass
 from importlib import metadata
 from pathlib import Path
@@ -23,6 +25,7 @@ from typing import Any
 
 import yaml
 
+from rmlib import status
 from rmlib.config import RunConfig, describe, load_config, sweep_points
 from rmlib.run_folder import RunFolder, project_root
 
@@ -166,15 +169,16 @@ def execute(
         log.info("run %s -> %s", nb, dest)
         t0 = time.time()
         try:
-            pm.execute_notebook(
-                str(src),
-                str(dest),
-                parameters={"run_dir": str(run.path.resolve())},
-                kernel_name="python3",
-                cwd=str(project_root() / "notebooks"),
-                progress_bar=progress,
-                log_output=False,
-            )
+            with _watching(run, nb, progress):
+                pm.execute_notebook(
+                    str(src),
+                    str(dest),
+                    parameters={"run_dir": str(run.path.resolve())},
+                    kernel_name="python3",
+                    cwd=str(project_root() / "notebooks"),
+                    progress_bar=False,  # the status line below says more than a cell count
+                    log_output=False,
+                )
         except PapermillExecutionError as e:
             state[nb] = {"status": "failed", **stamp, "cell_index": e.cell_index}
             _write_state(run, state)
@@ -190,6 +194,28 @@ def execute(
         log.info("done %s in %.1f s", nb, seconds)
         results.append(NotebookResult(nb, "ran", seconds))
     return run, results
+
+
+@contextlib.contextmanager
+def _watching(run: RunFolder, notebook: str, progress: bool) -> Iterator[None]:
+    """While a notebook runs: its kernel reports its long steps to run/status.json (the kernel
+    inherits RMLIB_STATUS) and a status line shows the step, its progress and an ETA."""
+    path = run.path / "status.json"
+    path.unlink(missing_ok=True)
+    before = os.environ.get(status.ENV)
+    os.environ[status.ENV] = str(path.resolve())
+    watcher = status.Watcher(path, notebook) if progress else None
+    if watcher:
+        watcher.start()
+    try:
+        yield
+    finally:
+        if watcher:
+            watcher.stop()
+        if before is None:
+            os.environ.pop(status.ENV, None)
+        else:
+            os.environ[status.ENV] = before
 
 
 def check_device(cfg: RunConfig, cuda: bool | None = None) -> None:

@@ -1,10 +1,19 @@
 """The run config: strict keys, documented fields, every profile valid, sweeps expand."""
 
+import typing
 from pathlib import Path
 
 import pytest
 
-from rmlib.config import ConfigError, config_from_dict, describe, load_config, sweep_points
+from rmlib.config import (
+    SECTIONS,
+    ConfigError,
+    Scheduler,
+    config_from_dict,
+    describe,
+    load_config,
+    sweep_points,
+)
 
 ROOT = Path(__file__).resolve().parents[1]
 PROFILES = sorted((ROOT / "params").glob("*.yaml"))
@@ -31,16 +40,95 @@ def test_unknown_key_names_file_and_dotted_key(tmp_path):
         load_config(p)
 
 
-def test_unknown_section_and_wrong_type(tmp_path):
-    with pytest.raises(ConfigError, match="unknown section 'infer'"):
-        config_from_dict({"infer": {}})
-    with pytest.raises(ConfigError, match="'rollouts.n_samples' must be int"):
-        config_from_dict({"rollouts": {"n_samples": "eight"}})
-    with pytest.raises(ConfigError, match=r"'data.eval\[0\].nn'"):
-        config_from_dict({"data": {"eval": [{"source": "demo", "nn": 3}]}})
+# Mistakes a user makes in a params file, and the one line each must give (file, dotted key,
+# bad value, what is allowed), all at load: before any model is built.
+BAD_PARAMS = [
+    ({"infer": {}}, r"unknown section 'infer' \(did you mean 'inference'\?"),
+    ({"rollouts": {"n_samples": "eight"}}, r"'rollouts.n_samples': .*valid integer.*'eight'"),
+    ({"data": {"eval": [{"source": "demo", "nn": 3}]}}, r"unknown key 'data.eval\[0\].nn'"),
+    (
+        {"grpo": {"num_generation": 8}},
+        r"unknown key 'grpo.num_generation' \(did you mean "
+        r"'num_generations'\?",
+    ),
+    (
+        {"model": {"precision": "bf61"}},
+        r"'model.precision': .*'auto', 'nf4', 'bf16' or 'fp32'.*"
+        r"got 'bf61'",
+    ),
+    ({"generation": {"backend": "vlm"}}, r"'generation.backend': .*'hf', 'vllm' or 'http'"),
+    ({"grpo": {"loss_type": "dapoo"}}, r"'grpo.loss_type': .*'dapo'.*got 'dapoo'"),
+    ({"grpo": {"scale_rewards": True}}, r"'grpo.scale_rewards': .*'group', 'batch' or 'none'"),
+    ({"grpo": {"lr_scheduler_type": "cosin"}}, r"'grpo.lr_scheduler_type': .*'cosine'"),
+    (
+        {"data": {"eval": [{"source": "demo", "on_error": "ignore"}]}},
+        r"'data.eval\[0\].on_error': .*'raise' or 'skip'.*got 'ignore'",
+    ),
+    (
+        {"data": {"eval": [{"source": "rewardbnch"}]}},
+        r"'data.eval\[0\].source': unknown data source 'rewardbnch'; valid sources: .*rewardbench",
+    ),
+    ({"data": {"train": {"source": "nope"}}}, r"'data.train.source': unknown data source"),
+    (
+        {"eval": {"models": ["base", "unifed"]}},
+        r"'eval.models\[1\]': .*'base', 'rft' or "
+        r"'unified'.*got 'unifed'",
+    ),
+    ({"eval": {"models": "unified"}}, r"'eval.models': .*valid list.*got 'unified'"),
+    ({"eval": {"n_grid": 4}}, r"'eval.n_grid': .*valid list"),
+    ({"inference": {"n_samples": 0}}, r"'inference': n_samples must be >= 1"),
+    ({"inference": {"reflection_failure": "anchor"}}, r"'inference.reflection_failure'"),
+    ({"warmup": {"precision": "fp16"}}, r"'warmup.precision'"),
+    ({"generation": {"adapters": "peft"}}, r"'generation.adapters': .*'auto', 'lora' or 'merged'"),
+    ({"run": "demo"}, r"'run': .*dictionary.*got 'demo'"),
+    (
+        {"sweep": {"model.precision": ["bf16", "fp8"]}},
+        r"sweep point model.precision='fp8'.*'model.precision'.*got 'fp8'",
+    ),
+    ({"sweep": {"grpo.bta": [0.0, 0.1]}}, r"sweep point .*unknown key 'grpo.bta'"),
+    (
+        {"sweep": {"inference.n_samples": 4}},
+        r"'sweep.inference.n_samples' must be a non-empty list",
+    ),
+]
 
 
-def test_invalid_value_is_rejected_by_the_section():
+@pytest.mark.parametrize("data, message", BAD_PARAMS, ids=lambda v: str(v)[:40])
+def test_every_mistake_is_one_line_naming_the_key_the_value_and_what_is_allowed(data, message):
+    with pytest.raises(ConfigError, match=message) as e:
+        config_from_dict(data, source="bad.yaml")
+    assert str(e.value).startswith("bad.yaml") and "\n" not in str(e.value)
+
+
+@pytest.mark.parametrize("section", sorted(SECTIONS))
+def test_every_section_refuses_an_unknown_key(section):
+    """Each section's dataclass carries `__pydantic_config__ = PARAMS` (else pydantic ignores
+    unknown keys silently)."""
+    with pytest.raises(ConfigError, match=rf"unknown key '{section}.no_such_key'"):
+        config_from_dict({section: {"no_such_key": 1}})
+
+
+def test_yaml_scientific_floats_load(tmp_path):
+    """YAML 1.1 reads `1e-6` as a string; the validator takes it as the float it means."""
+    p = tmp_path / "p.yaml"
+    p.write_text("grpo:\n  learning_rate: 1e-6\n")
+    assert load_config(p).grpo.learning_rate == 1e-6
+
+
+def test_one_master_seed_derives_the_inference_seed():
+    assert config_from_dict({"run": {"seed": 7}}).inference.seed == 7
+    assert config_from_dict({"run": {"seed": 7}, "inference": {"n_samples": 2}}).inference.seed == 7
+    assert config_from_dict({"run": {"seed": 7}, "inference": {"seed": 3}}).inference.seed == 3
+    assert config_from_dict({}).inference.seed == 0
+
+
+def test_scheduler_names_are_transformers_own():
+    from transformers.trainer_utils import SchedulerType
+
+    assert set(typing.get_args(Scheduler)) == {s.value for s in SchedulerType}
+
+
+def test_the_invalid_value_is_rejected_by_the_section():
     with pytest.raises(ConfigError, match="inference"):
         config_from_dict({"inference": {"n_samples": 0}})
 
@@ -67,11 +155,7 @@ def test_sweep_grid_expands():
     assert {"mix.ratio": "1:0", "inference.n_samples": 4} in points
 
 
-def test_precision_and_backend_are_checked_at_load():
-    with pytest.raises(ConfigError, match=r"model.precision must be one of .* got 'bf61'"):
-        config_from_dict({"model": {"precision": "bf61"}})
-    with pytest.raises(ConfigError, match=r"generation.backend must be one of .* got 'vlm'"):
-        config_from_dict({"generation": {"backend": "vlm"}})
+def test_chunk_size_follows_the_backend():
     assert (
         config_from_dict({"generation": {"backend": "vllm"}}).generation.prompts_per_call() == 512
     )
@@ -119,3 +203,10 @@ def test_vllm_engine_settings_of_a_run():
     # auto on a machine with no CUDA: adapters merged (vLLM's CPU LoRA ops are plain torch)
     auto = load_config(ROOT / "params" / "smoke.yaml", {"generation.backend": "vllm"})
     assert not vllm_settings(auto, "/models/base", "fp32").enable_lora
+
+
+def test_mix_variants_have_one_list():
+    from rmlib.training.mix import VARIANTS, TrainMixConfig
+
+    hint = typing.get_type_hints(TrainMixConfig)["variant"]
+    assert set(typing.get_args(hint)) == set(VARIANTS)

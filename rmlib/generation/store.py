@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from rmlib import status
 from rmlib.generation.base import Backend, Generation, SamplingParams, generation_key
 
 _SCHEMA = """
@@ -171,14 +172,19 @@ class CachedBackend:
         todo = _missing_runs(unique, indices, have)
         start, tokens = time.perf_counter(), 0
         with self._bar(len(unique)) as bar:
-            bar.update(len(unique) - len({p for group in todo.values() for p in group}))
+            done = len(unique) - len({p for group in todo.values() for p in group})
+            bar.update(done)
+            status.report("generations (prompts)", done, len(unique))
             for (lo, count), group in todo.items():
                 for chunk in _chunks(_batching_order(group), self.chunk_prompts):
                     made = self.backend.generate(chunk, params, n=count, offset=lo)
                     self._save(chunk, made, params, lo, have)
                     tokens += sum(g.n_tokens for gens in made for g in gens)
                     rate = tokens / max(time.perf_counter() - start, 1e-9)
-                    bar.update(sum(1 for p in chunk if _complete(p, indices, have)))
+                    finished = sum(1 for p in chunk if _complete(p, indices, have))
+                    done += finished
+                    bar.update(finished)
+                    status.report("generations (prompts)", done, len(unique))
                     bar.set_postfix_str(
                         f"hits={self.stats.hits} new={self.stats.misses} {rate:.0f} tok/s",
                         refresh=False,

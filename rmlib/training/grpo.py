@@ -47,11 +47,12 @@ import os
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, fields
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import pandas as pd
 
-from rmlib.config import doc
+from rmlib import status
+from rmlib.config import PARAMS, Scheduler, doc
 from rmlib.training.reward import DEFAULT_UNPARSEABLE_PENALTY, JudgmentReward
 
 CHECKPOINT_PREFIX = "checkpoint-"
@@ -81,6 +82,8 @@ PROGRESS_KEYS: tuple[str, ...] = (
 
 @dataclass
 class GRPOSettings:
+    __pydantic_config__ = PARAMS
+
     """GRPO + QLoRA settings; the `grpo` section of a params file.
 
     Defaults are the paper's (method.md §3) where they fit one GPU; the rest are marked choices.
@@ -107,13 +110,13 @@ class GRPOSettings:
         16,
     )
     gradient_checkpointing: bool = doc("Activation checkpointing (needed for 24 GB).", True)
-    loss_type: str = doc(
+    loss_type: Literal["dapo", "grpo", "dr_grpo", "bnpo", "cispo", "sapo", "luspo", "vespo"] = doc(
         "TRL loss: 'dapo' (token mean over the accumulated batch, verl's default aggregation; "
         "TRL's default), 'grpo' (per-sequence mean, the original), 'dr_grpo', 'bnpo'. "
         "The paper does not say (choice).",
         "dapo",
     )
-    scale_rewards: str = doc(
+    scale_rewards: Literal["group", "batch", "none"] = doc(
         "Advantage scaling: 'group' (divide by the group's std, original GRPO), 'batch', 'none'.",
         "group",
     )
@@ -122,7 +125,7 @@ class GRPOSettings:
     top_p: float = doc("Nucleus sampling of the rollouts; 1.0 = off.", 1.0)
     top_k: int = doc("Top-k sampling of the rollouts; 0 = off.", 0)
     warmup_ratio: float = doc("Learning-rate warm-up share of the steps (ConsistRM: 10 %).", 0.1)
-    lr_scheduler_type: str = doc(
+    lr_scheduler_type: Scheduler = doc(
         "Schedule after warm-up (choice: 'constant_with_warmup', verl's default).",
         "constant_with_warmup",
     )
@@ -136,7 +139,7 @@ class GRPOSettings:
     lora_target_modules: str = doc(
         "LoRA targets: 'all-linear' = every linear projection.", "all-linear"
     )
-    adapter_dtype: str = doc(
+    adapter_dtype: Literal["fp32", "bf16"] = doc(
         "dtype of the trainable LoRA weights: 'fp32' (default) or 'bf16'. TRL casts QLoRA "
         "adapters to bf16; at lr 1e-6 most bf16 updates round away, so we keep fp32.",
         "fp32",
@@ -189,8 +192,6 @@ class GRPOSettings:
             raise ValueError(f"warmup_ratio must be in [0, 1), got {self.warmup_ratio}")
         if self.num_generations < 2:
             raise ValueError("num_generations (group size) must be >= 2")
-        if self.adapter_dtype not in ("fp32", "bf16"):
-            raise ValueError(f"adapter_dtype must be 'fp32' or 'bf16', got {self.adapter_dtype!r}")
         gen = self.generation_batch_size
         if gen is not None and gen % self.per_device_train_batch_size:
             raise ValueError("generation_batch_size must be a multiple of the micro-batch")
@@ -598,6 +599,9 @@ class ProgressTable:
         rows = [r for r in _read_jsonl(self.jsonl) if r["step"] <= state.global_step]
         self.jsonl.write_text("".join(json.dumps(r) + "\n" for r in rows))
         self._write_csv(rows)
+
+    def on_step_end(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
+        status.report(f"GRPO {self.output_dir.name} steps", state.global_step, state.max_steps)
 
     def on_log(self, args: Any, state: Any, control: Any, logs: Any = None, **kwargs: Any) -> None:
         if not state.is_world_process_zero or not logs or "reward" not in logs:

@@ -25,15 +25,17 @@ import random
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
-from rmlib import prompts
-from rmlib.config import doc
+from rmlib import prompts, status
+from rmlib.config import PARAMS, Precision, Scheduler, doc
 from rmlib.data.pair import Pair
 
 
 @dataclass
 class WarmupConfig:
+    __pydantic_config__ = PARAMS
+
     """The format warm-up (LoRA SFT); the `warmup` section of a params file."""
 
     enabled: bool = doc("Run the warm-up (tiny models only; Qwen3-4B needs none).", False)
@@ -47,17 +49,19 @@ class WarmupConfig:
     batch_size: int = doc("Examples per device batch.", 4)
     gradient_accumulation_steps: int = doc("Batches per optimizer step.", 1)
     learning_rate: float = doc("Peak learning rate of the LoRA SFT.", 5e-4)
-    lr_scheduler_type: str = doc("Learning-rate schedule.", "linear")
+    lr_scheduler_type: Scheduler = doc("Learning-rate schedule.", "linear")
     lora_r: int = doc("LoRA rank.", 16)
     lora_alpha: int = doc("LoRA alpha.", 32)
     lora_dropout: float = doc("LoRA dropout.", 0.0)
     lora_target_modules: str = doc("LoRA targets ('all-linear').", "all-linear")
     max_length: int = doc("Longest prompt + completion in tokens (longer are cut).", 1024)
-    precision: str = doc(
+    precision: Precision = doc(
         "Weights under the adapter: 'auto' (bf16 on GPU, fp32 on CPU), 'fp32', 'bf16' or 'nf4'.",
         "auto",
     )
-    merged_dtype: str = doc("dtype of the merged checkpoint written for generation.", "bf16")
+    merged_dtype: Literal["bf16", "fp32"] = doc(
+        "dtype of the merged checkpoint written for generation.", "bf16"
+    )
     gradient_checkpointing: bool = doc("Activation checkpointing (off: ~26 % faster here).", False)
     critique_with_result: bool = doc(
         "Show critiques' <Result> lines (must match inference).", False
@@ -73,12 +77,6 @@ class WarmupConfig:
     def __post_init__(self) -> None:
         if not 0.0 <= self.refl_share <= 1.0:
             raise ValueError(f"refl_share must be in [0, 1], got {self.refl_share}")
-        if self.precision not in ("auto", "fp32", "bf16", "nf4"):
-            raise ValueError(
-                f"warm-up precision must be auto/fp32/bf16/nf4, got {self.precision!r}"
-            )
-        if self.merged_dtype not in ("fp32", "bf16"):
-            raise ValueError(f"merged_dtype must be fp32 or bf16, got {self.merged_dtype!r}")
 
 
 @dataclass
@@ -253,6 +251,10 @@ def _bar_only_callback() -> Any:
 
         def on_log(self, args: Any, state: Any, control: Any, logs: Any = None, **kw: Any) -> None:
             return None
+
+        def on_step_end(self, args: Any, state: Any, control: Any, **kw: Any) -> None:
+            super().on_step_end(args, state, control, **kw)
+            status.report("warm-up steps", state.global_step, state.max_steps)
 
     return BarOnly()
 
