@@ -212,8 +212,18 @@ class GenerationSection:
         "parameter: params are written into every run folder.",
         "OPENAI_API_KEY",
     )
-    http_concurrency: int = doc("backend 'http': requests in flight at once.", 16)
-    http_timeout: float = doc("backend 'http': seconds before a request is retried.", 600.0)
+    http_concurrency: int = doc(
+        "backend 'http': requests in flight at once, over all endpoints. A server batches only "
+        "what it has been sent: 256 is vLLM's default batch limit (--max-num-seqs; 1024 on "
+        "H100-class GPUs) and about what one Qwen3-4B server's KV cache holds at our lengths, "
+        "so a server always has work queued. Raise it with the number of servers.",
+        256,
+    )
+    http_timeout: float = doc(
+        "backend 'http': seconds a request may wait to connect, or in silence while reading, "
+        "before the openai client retries it.",
+        600.0,
+    )
 
     def __post_init__(self) -> None:
         if self.backend == "http" and not self.endpoints:

