@@ -2,6 +2,7 @@
 producing a complete run folder (every notebook executed, tables, metrics, figures, adapter)."""
 
 import json
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -20,6 +21,27 @@ EXPECTED = [
     "06_analysis_quality",
     "07_position_bias",
 ]
+
+# Output a reader of an executed notebook sees that is not the notebook's own. Each allowed
+# pattern says why the notebook keeps it; anything else on stderr, or any warning, fails.
+EXPLAINED: dict[str, str] = {}
+NOISE = re.compile(r"warn|Traceback|deprecat", re.IGNORECASE)
+
+
+def unexplained_noise(run: Path) -> list[str]:
+    """stderr streams and warning-like text in the executed notebooks, minus EXPLAINED."""
+    found = []
+    for nb in EXPECTED:
+        executed = nbformat.read(run / "notebooks" / f"{nb}.ipynb", as_version=4)
+        for i, cell in enumerate(executed.cells):
+            for out in cell.get("outputs", []) if cell.cell_type == "code" else []:
+                text = out.get("text", "") if out.get("output_type") == "stream" else ""
+                if out.get("name") != "stderr" and not NOISE.search(text):
+                    continue
+                for line in text.splitlines():
+                    if line.strip() and not any(re.search(p, line) for p in EXPLAINED):
+                        found.append(f"{nb} cell {i}: {line[:200]}")
+    return found
 
 
 def test_the_seven_notebooks_exist_in_order():
@@ -83,6 +105,7 @@ def test_smoke_run_makes_a_complete_run_folder(tmp_path):
     adapter = run / "adapters" / "unified"
     assert (adapter / "adapter_config.json").exists() and (adapter / "README.md").exists()
     assert (run / "report.md").read_text().startswith("# Run report: smoke")
+    assert not unexplained_noise(run)
 
     again = subprocess.run(
         [
@@ -129,3 +152,4 @@ def test_smoke_run_on_the_vllm_backend(tmp_path):
     assert (run / "models" / "unified-merged" / "config.json").is_file()
     settings = json.loads((run / "training" / "unified" / "training_settings.json").read_text())
     assert settings["settings"]["use_vllm"] is True
+    assert not unexplained_noise(run)

@@ -33,11 +33,6 @@ from typing import Any
 
 from rmlib.generation.base import Generation, SamplingParams, encode_prompt, sample_seed
 
-# vLLM reads these at import: its INFO lines and its CPU tuning hints (LD_PRELOAD of tcmalloc,
-# Triton absent) would otherwise fill every executed notebook; errors still show.
-os.environ.setdefault("VLLM_LOGGING_LEVEL", "ERROR")
-os.environ.setdefault("VLLM_CONFIGURE_LOGGING", "1")
-
 # The CPU engine sizes its KV cache by bytes (its `gpu_memory_utilization` would reserve that
 # share of all host memory); the default when a profile leaves `generation.kv_cache_gib` unset.
 CPU_KV_CACHE_GIB = 2.0

@@ -260,6 +260,7 @@ def grpo_args(cfg: GRPOSettings, output_dir: str | Path, *, seed: int = 0) -> An
         shuffle_dataset=True,
         log_completions=False,
         disable_tqdm=False,
+        dataloader_pin_memory=on_cuda,  # pinning needs an accelerator (else a warning a step)
     )
 
 
