@@ -25,6 +25,13 @@ next's peak), on the same random checkpoint:
 - `grpo_vllm`: the same GRPO steps with TRL's colocated vLLM engine (`grpo.use_vllm`, bf16 base
   + LoRA, the engine at `--vllm-share` of the card) against `grpo_hf` (the steps above:
   generation by transformers on the NF4 base);
+- `sync` (in `grpo_colocate` and `grpo_colocate_sleep`): after the steps, the engine's log-probs
+  of a fixed text against the policy's (`rmlib.training.colocate.sync_report`): the sync syncs
+  if the engine follows the policy as far as the policy moved. The steps here reward length
+  (random weights never write a parseable verdict, so the judgment reward would give every
+  completion the same penalty, zero advantages and nothing to sync) at `--learning-rate` 1e-2;
+- `grpo_vllm_sleep` (CUDA only: sleep mode needs CUDA's allocator): the same with
+  `vllm_enable_sleep_mode`, the set-up TRL issue #5312 reports leaving stale weights;
 - `engine`: vLLM tokens/s of the shape at batch 1, 64 and 256 (sampled, `--completion-tokens`);
 - `toolchain`: a C compiler and Python.h, which Triton needs to build its kernels.
 
@@ -63,6 +70,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--vllm", action="store_true", help="also the vLLM parts (see the doc)")
     p.add_argument("--vllm-share", type=float, default=0.3, help="colocated engine's card share")
     p.add_argument("--engine-batches", default="1,64,256", help="vLLM engine batch sizes")
+    p.add_argument("--learning-rate", type=float, default=1e-2, help="GRPO steps' LoRA lr")
     p.add_argument("--part", default=None, help=argparse.SUPPRESS)  # internal: one part
     p.add_argument("--checkpoint", default=None, help=argparse.SUPPRESS)  # internal
     args = p.parse_args(argv)
@@ -160,11 +168,20 @@ class Timer:
         trainer._generate_single_turn = timed
 
 
-def grpo_part(args: argparse.Namespace, ckpt: Path, use_vllm: bool) -> dict[str, Any]:
-    """A few production GRPO steps on the checkpoint: memory and speed."""
+def length_reward(completions: list, **kwargs: Any) -> list[float]:
+    """Longer is better: a reward random weights can climb (see the module doc)."""
+    return [float(len(str(c))) for c in completions]
+
+
+def grpo_part(
+    args: argparse.Namespace, ckpt: Path, use_vllm: bool, sleep: bool = False
+) -> dict[str, Any]:
+    """A few production GRPO steps on the checkpoint: memory and speed (and, with the colocated
+    engine, whether its weights followed the policy)."""
     import torch
 
     from rmlib.models import load_tokenizer
+    from rmlib.training import colocate
     from rmlib.training.grpo import GRPOSettings, build_trainer
 
     on_cuda = torch.cuda.is_available()
@@ -176,12 +193,14 @@ def grpo_part(args: argparse.Namespace, ckpt: Path, use_vllm: bool) -> dict[str,
         gradient_accumulation_steps=accumulation,
         max_completion_length=args.completion_tokens,
         max_steps=args.steps,
+        learning_rate=args.learning_rate,
         warmup_ratio=0.0,
         save_steps=10**6,
         torch_threads=None if on_cuda else 2,
         use_vllm=use_vllm,
         vllm_gpu_memory_utilization=args.vllm_share,
         vllm_max_model_length=args.prompt_tokens + args.completion_tokens + 64,
+        vllm_enable_sleep_mode=sleep,
     )
     # vLLM colocate merges LoRA into the base at every sync: a bf16 base (nf4 is refused)
     precision = ("bf16" if on_cuda else "fp32") if use_vllm else "nf4"
@@ -197,8 +216,11 @@ def grpo_part(args: argparse.Namespace, ckpt: Path, use_vllm: bool) -> dict[str,
             Path(tmp) / "run",
             backbone=str(ckpt),
             precision=precision,
+            reward_funcs=[length_reward],
             verbose=False,
         )
+        probe = colocate.probe_ids(tokenizer)
+        policy_before = colocate.policy_logprobs(trainer, probe) if use_vllm else None
         timer = Timer(trainer)
         if on_cuda:
             torch.cuda.reset_peak_memory_stats()
@@ -208,11 +230,13 @@ def grpo_part(args: argparse.Namespace, ckpt: Path, use_vllm: bool) -> dict[str,
             torch.cuda.synchronize()
         total = time.perf_counter() - start
         tokens_seen = int(trainer.state.num_input_tokens_seen)
+        sync = colocate.sync_report(trainer, probe, policy_before) if use_vllm else None
     train_seconds = max(total - timer.seconds, 1e-9)
     peak = (torch.cuda.max_memory_allocated(), torch.cuda.max_memory_reserved()) if on_cuda else ()
     gib = 1024**3
     return {
         "precision": f"{precision} + LoRA" + (" (vLLM colocate)" if use_vllm else ""),
+        "sync": sync,
         "settings": {
             "prompt_tokens": prompt_len,
             "completion_tokens": args.completion_tokens,
@@ -227,6 +251,8 @@ def grpo_part(args: argparse.Namespace, ckpt: Path, use_vllm: bool) -> dict[str,
             "loss_type": settings.loss_type,
             "bf16": bool(trainer.args.bf16),
             "use_vllm": use_vllm,
+            "vllm_enable_sleep_mode": sleep,
+            "learning_rate": args.learning_rate,
         },
         # torch's peak: the colocated engine's KV cache is vLLM's own allocation, reported
         # by the card's total use (`device_used_gib`) rather than by torch's counters
@@ -322,7 +348,8 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     with tempfile.TemporaryDirectory(dir=args.workdir) as tmp:
         ckpt = build_random_checkpoint(Path(tmp) / "model", args.tiny)
         if args.vllm:
-            parts = {name: _part_in_subprocess(args, name, ckpt) for name in PARTS}
+            names = [p for p in PARTS if on_cuda or p != "grpo_vllm_sleep"]
+            parts = {name: _part_in_subprocess(args, name, ckpt) for name in names}
             result = {"grpo": parts["grpo_hf"], **parts}
         else:
             result = {"grpo": grpo_part(args, ckpt, use_vllm=False)}
@@ -346,6 +373,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     if args.vllm:
         out["vllm"] = {
             "grpo_colocate": result["grpo_vllm"],
+            "grpo_colocate_sleep": result.get("grpo_vllm_sleep", "not run: sleep mode needs CUDA"),
             "grpo_step_hf_over_vllm": round(
                 result["grpo_hf"]["step_s"] / max(result["grpo_vllm"]["step_s"], 1e-9), 3
             ),
@@ -354,7 +382,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     return out
 
 
-PARTS = ("grpo_hf", "grpo_vllm", "engine")
+PARTS = ("grpo_hf", "grpo_vllm", "grpo_vllm_sleep", "engine")
 
 
 def _part_in_subprocess(args: argparse.Namespace, name: str, ckpt: Path) -> dict[str, Any]:
@@ -365,7 +393,7 @@ def _part_in_subprocess(args: argparse.Namespace, name: str, ckpt: Path) -> dict
     for key in ("steps", "prompt_tokens", "completion_tokens", "group", "micro_batch"):
         argv += [f"--{key.replace('_', '-')}", str(getattr(args, key))]
     argv += ["--generation-batch", str(args.generation_batch), "--vllm-share", str(args.vllm_share)]
-    argv += ["--engine-batches", args.engine_batches]
+    argv += ["--engine-batches", args.engine_batches, "--learning-rate", str(args.learning_rate)]
     argv += ["--tiny"] if args.tiny else []
     argv += ["--workdir", args.workdir] if args.workdir else []
     result = ckpt.parent / f"{name}.json"
@@ -380,7 +408,8 @@ def _run_part(args: argparse.Namespace) -> dict[str, Any]:
     ckpt = Path(args.checkpoint)
     if args.part == "engine":
         return engine_part(args, ckpt)
-    return grpo_part(args, ckpt, use_vllm=args.part == "grpo_vllm")
+    use_vllm = args.part in ("grpo_vllm", "grpo_vllm_sleep")
+    return grpo_part(args, ckpt, use_vllm=use_vllm, sleep=args.part == "grpo_vllm_sleep")
 
 
 def _version(dist: str) -> str | None:

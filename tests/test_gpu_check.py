@@ -60,6 +60,9 @@ def test_gpu_check_vllm_parts_run_tiny(tmp_path):
     assert colocate["settings"]["use_vllm"] is True and colocate["global_step"] == 1
     assert "vLLM colocate" in colocate["precision"] and colocate["generated_tokens"] > 0
     assert result["vllm"]["grpo_step_hf_over_vllm"] > 0
+    sync = colocate["sync"]  # the engine followed the policy, which moved
+    assert sync["synced"] and sync["policy_moved_max_abs"] > 10 * sync["engine_vs_policy_max_abs"]
+    assert result["vllm"]["grpo_colocate_sleep"].startswith("not run")  # no CUDA here
     batches = result["vllm"]["engine"]["batches"]
     assert set(batches) == {"1", "4"} and all(b["generated_tokens"] > 0 for b in batches.values())
     assert result["toolchain"]["python_h"] in (True, False) and result["versions"]["vllm"]

