@@ -205,7 +205,23 @@ def _add_run(sub: argparse._SubParsersAction) -> None:
     run.add_argument(
         "--dry-run",
         action="store_true",
-        help="validate the params and print the plan; load no model, touch no network",
+        help="validate the params and print the plan per notebook (generations, tokens, "
+        "optimizer steps, estimated peak GPU memory and hours); load no model, touch no network",
+    )
+    run.add_argument(
+        "--gpu",
+        metavar="CLASS",
+        help="--dry-run: the GPU class the estimates are for: 24gb (L4/A10/RTX 4090), "
+        "a100-80gb, h100-80gb, h200 (default: the --gpu-constants device's, else h100-80gb)",
+    )
+    run.add_argument(
+        "--gpu-constants",
+        metavar="FILE",
+        help="--dry-run: the JSON of benchmarks/gpu_check.py --vllm --output FILE; its measured "
+        "figures replace the assumed (unmeasured) ones",
+    )
+    run.add_argument(
+        "--json", action="store_true", help="--dry-run: print the plan as JSON, not a table"
     )
     run.add_argument("--force", action="store_true", help="re-run completed notebooks too")
     run.set_defaults(func=_run)
@@ -228,11 +244,21 @@ def _run(args: argparse.Namespace) -> int:
 
     overrides = dict(args.overrides)
     if args.dry_run:
+        from rmlib.plan import format_plan, gpu_class
+
         cfg = load_config(args.params, overrides)
         if args.name:
             cfg.run.name = args.name
-        print(json.dumps(runner.plan(cfg), indent=2))
+        if args.gpu is not None:
+            try:
+                gpu_class(args.gpu)
+            except ValueError as err:
+                raise UsageError(str(err)) from None
+        plan = runner.plan(cfg, gpu=args.gpu, gpu_constants=args.gpu_constants)
+        print(json.dumps(plan, indent=2) if args.json else format_plan(plan))
         return 0
+    if args.gpu or args.gpu_constants or args.json:
+        raise UsageError("--gpu, --gpu-constants and --json go with --dry-run")
     run, results = runner.execute(
         args.params, name=args.name, overrides=overrides, force=args.force
     )

@@ -26,7 +26,7 @@ from typing import Any
 import yaml
 
 from rmlib import status
-from rmlib.config import RunConfig, describe, load_config, sweep_points
+from rmlib.config import RunConfig, load_config, sweep_points
 from rmlib.run_folder import RunFolder, project_root
 
 log = logging.getLogger("rmlib.run")
@@ -277,72 +277,8 @@ def _file_hash(path: Path) -> str:
 
 # ---- dry run ------------------------------------------------------------------------------------
 
-# Published sizes of hub-only sets (benchmarks.md), used when the data is not on this machine.
-PUBLISHED_PAIRS = {
-    "rewardbench": 2985,
-    "rm-bench": 1327 * 9,
-    "rmb": 17131,
-    "ppe": 16038,
-    "judgebench": 350,
-    "helpsteer3": 38459,
-    "skywork": 77016,
-    "hh-rlhf": 2312,
-    "llmbar": 419,
-}
-
-
-def plan(cfg: RunConfig) -> dict[str, Any]:
-    """What a run will do, computed without loading a model or touching the network.
-
-    Pair counts come from `n` when set, else from the published size of the set (an upper bound
-    for the evaluation: ties dropped at load time are not known in advance). Token figures are
-    upper bounds: every generation is counted at its max_new_tokens.
-    """
-    inf, ro = cfg.inference, cfg.rollouts
-    n_train = _pairs(cfg.data.train)
-    gens = {"rollouts": n_train * ro.n_samples}
-    tokens = {"rollouts": gens["rollouts"] * ro.max_new_tokens}
-    orders = 2 if inf.both_orders else 1
-    per_pair = 1 + inf.n_samples + (inf.n_samples - 1) * (2 if inf.run_random_anchor else 1)
-    eval_sets = {}
-    for spec in cfg.data.eval:
-        n = _pairs(spec)
-        eval_sets[spec.source] = n
-        for model in cfg.eval.models:
-            k = f"eval/{model}/{spec.source}"
-            gens[k] = n * orders * per_pair
-            tokens[k] = (
-                n
-                * orders
-                * (
-                    (1 + inf.n_samples) * inf.max_new_tokens
-                    + (inf.n_samples - 1)
-                    * (2 if inf.run_random_anchor else 1)
-                    * inf.reflection_max_new_tokens
-                )
-            )
-    return {
-        "run": cfg.run.name,
-        "notebooks": cfg.run.notebooks,
-        "backbone": cfg.model.backbone,
-        "train_pairs": {cfg.data.train.source: n_train},
-        "eval_pairs": eval_sets,
-        "generations": gens,
-        "generations_total": sum(gens.values()),
-        "generated_tokens_upper_bound": sum(tokens.values()),
-        "parameters": len(describe(cfg)),
-    }
-
-
-def _pairs(spec) -> int:
-    if spec.n is not None:
-        return spec.n
-    if spec.source == "demo":
-        from rmlib.data.demo import default_size
-
-        return default_size(spec.split or "eval")
-    return PUBLISHED_PAIRS.get(spec.source, 0)
-
+# The dry run lives in rmlib.plan; these names stay importable from here (runner.plan, ...).
+from rmlib.plan import PUBLISHED_PAIRS, _pairs, plan  # noqa: E402, F401
 
 # ---- sweeps -------------------------------------------------------------------------------------
 

@@ -21,12 +21,14 @@ def _cli(*args: str, cwd: Path) -> subprocess.CompletedProcess:
 
 @pytest.mark.parametrize("profile", ["demo", "smoke", "qwen3-4b-quick", "qwen3-4b-paper"])
 def test_dry_run_plans_every_profile_offline(profile):
-    out = _cli("run", f"params/{profile}.yaml", "--dry-run", cwd=ROOT)
+    out = _cli("run", f"params/{profile}.yaml", "--dry-run", "--json", cwd=ROOT)
     assert out.returncode == 0, out.stderr
     plan = json.loads(out.stdout)
     assert plan["run"] == profile
     assert plan["generations_total"] > 0 and plan["generated_tokens_upper_bound"] > 0
     assert "01_data" in plan["notebooks"]
+    assert [r["notebook"] for r in plan["per_notebook"]] == plan["notebooks"]
+    assert plan["gpu"]["class"] == "h100-80gb" and plan["hours_estimate"] >= 0
     assert "torch" not in out.stderr.lower() or "error" not in out.stderr.lower()
 
 

@@ -1,0 +1,234 @@
+"""The dry run's plan: counts by hand per notebook, memory against the card, constants and their
+sources (assumed until a gpu_check file measures them), the table, and no torch import."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from rmlib import plan as planner
+from rmlib.config import load_config
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def _cli(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, "-m", "rmlib", *args],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+
+
+def _rows(plan: dict) -> dict[str, dict]:
+    return {r["notebook"]: r for r in plan["per_notebook"]}
+
+
+def _profile(name: str, **overrides) -> object:
+    return load_config(ROOT / "params" / f"{name}.yaml", overrides or None)
+
+
+# A file shaped like `benchmarks/gpu_check.py --vllm --output FILE` (keys as that script writes
+# them); the numbers are made up for the test, not a measurement.
+GPU_CHECK = {
+    "check": "gpu_check --vllm",
+    "device": "NVIDIA H100 80GB HBM3",
+    "model": "Qwen3-4B shape, random weights",
+    "settings": {"prompt_tokens": 1507, "completion_tokens": 1024, "group": 8},
+    "peak_reserved_gib": 15.2,
+    "generated_tokens_per_s": 555.0,
+    "train_tokens_per_s": 4321.0,
+    "vllm": {
+        "grpo_colocate": {
+            "generated_tokens_per_s": 3333.0,
+            "train_tokens_per_s": 9876.0,
+            "device_used_gib": 41.0,
+        },
+        "engine": {
+            "engine_start_s": 77.0,
+            "batches": {
+                "1": {"generated_tokens_per_s": 150.0},
+                "64": {"generated_tokens_per_s": 4000.0},
+                "256": {"generated_tokens_per_s": 12345.0},
+            },
+        },
+    },
+}
+
+
+def test_smoke_counts_by_hand_per_notebook():
+    cfg = _profile("smoke")
+    rows = _rows(planner.plan(cfg))
+    # 02: 8 training pairs x 2 rollouts; warm-up 8 examples / batch 4 = 2 steps (1 epoch)
+    assert rows["02_rollouts"]["generations"] == 8 * 2
+    assert rows["02_rollouts"]["generated_tokens_upper_bound"] == 8 * 2 * 24
+    assert rows["02_rollouts"]["prompt_tokens_upper_bound"] == 8 * 1024
+    assert rows["02_rollouts"]["optimizer_steps"] == 2
+    # 03: only 'unified' is trained; mix 1:0 -> <= 8 Pref. items; max_steps 2 sets the count;
+    # a step is 2 completions (micro-batch 2 x accumulation 1) = 1 prompt x group 2
+    assert rows["03_training"]["optimizer_steps"] == 2
+    assert rows["03_training"]["generations"] == 2 * 2
+    assert rows["03_training"]["generated_tokens_upper_bound"] == 2 * 2 * 16
+    # 04: 4 pairs x 2 orders x 2 models x (greedy + 2 samples + 1 reflection x 2 anchors)
+    assert rows["04_inference"]["generations"] == 4 * 2 * 2 * (1 + 2 + 2)
+    assert rows["04_inference"]["generated_tokens_upper_bound"] == 4 * 2 * 2 * 5 * 24
+    for nb in ("01_data", "05_results", "06_analysis_quality", "07_position_bias"):
+        assert rows[nb]["generations"] == rows[nb]["optimizer_steps"] == 0
+
+
+def test_grpo_steps_follow_trl_batching():
+    paper = _profile("qwen3-4b-paper")
+    # 4:1 on 38,459 HelpSteer3 pairs: Refl. floor(38,459 / 4) = 9,614, Pref. 4 x 9,614
+    mix = planner.mix_items_upper_bound(paper, "unified", 38_459)
+    assert mix == {"pref": 38_456, "refl": 9_614, "total": 48_070}
+    assert planner.mix_items_upper_bound(paper, "rft", 38_459)["total"] == 38_456
+    sched = planner.grpo_schedule(paper.grpo, mix["total"])
+    # generation batch 16 = 2 prompts of 8; 24,035 of them, each read 16 / 4 = 4 times
+    # -> 96,140 micro-batches / accumulation 16 = 6,008.75 -> 6,009 steps an epoch, x 3 epochs
+    assert sched["prompts_per_step"] == 4 * 16 // 8
+    assert sched["steps_per_epoch"] == 6_009 and sched["steps"] == 18_027
+    assert sched["generations"] == 18_027 * 64
+    quick = _profile("qwen3-4b-quick")
+    assert planner.grpo_schedule(quick.grpo, 1_250)["steps"] == 60  # max_steps, not the epoch
+    # by epochs: generation batch 64 = 8 prompts; 20 items make 2 whole batches (4 dropped),
+    # each read 64 / 8 = 8 times -> 16 micro-batches / accumulation 8 = 2 steps an epoch
+    epochs = _profile("qwen3-4b-quick", **{"grpo.max_steps": -1, "grpo.num_train_epochs": 3})
+    assert planner.grpo_schedule(epochs.grpo, 20)["steps"] == 2 * 3
+    assert planner.grpo_schedule(quick.grpo, 7)["steps"] == 0  # < 8 prompts: nothing to train
+
+
+def test_mix_caps_keep_the_ratio():
+    cfg = _profile("qwen3-4b-quick", **{"mix.max_pref": 100})
+    assert planner.mix_items_upper_bound(cfg, "unified", 1_000) == {
+        "pref": 100,
+        "refl": 25,
+        "total": 125,
+    }
+    cfg = _profile("qwen3-4b-quick", **{"mix.max_refl": 10})
+    assert planner.mix_items_upper_bound(cfg, "unified", 1_000)["pref"] == 40
+
+
+def test_quick_profile_is_over_a_24gb_card_and_fits_80gb():
+    cfg = _profile("qwen3-4b-quick")
+    small = _rows(planner.plan(cfg, gpu="24gb"))["03_training"]
+    # bf16 trainer beside a colocated engine with 30 % of the card: over 22.5 GiB, and the
+    # engine's share cannot hold the 7.5 GiB of bf16 weights
+    assert small["fits"] is False and small["peak_gpu_gib"] > 22.5
+    assert any("colocated engine" in n for n in small["notes"])
+    assert small["memory"]["weights_gib"] == pytest.approx(4.022e9 * 2 / 1024**3, rel=1e-3)
+    big = planner.plan(cfg, gpu="h100-80gb")
+    assert big["fits_gpu"] is True
+    assert _rows(big)["02_rollouts"]["peak_gpu_gib"] == pytest.approx(0.85 * 79.2, abs=0.01)
+
+
+def test_model_facts():
+    qwen = planner.model_facts("Qwen/Qwen3-4B")
+    assert qwen.kv_bytes_per_token(2) == 147_456
+    assert qwen.params == pytest.approx(4.02e9, rel=1e-3)
+    assert planner.model_facts("someone/unknown-model") is None
+
+
+def test_embedded_facts_agree_with_rmlib_models():
+    models = pytest.importorskip("rmlib.models")  # imports torch
+    for name, dims in (
+        ("Qwen/Qwen3-4B", models.QWEN3_4B_DIMS),
+        (models.TINY_QWEN3, models.TINY_QWEN3_DIMS),
+    ):
+        _, table = planner.KNOWN_MODELS[name]
+        assert {k: table[k] for k in dims} == dims
+    smollm = models.cache_dir() / "smollm2-135m-instruct-bf16-v1"
+    if (smollm / "config.json").is_file():  # built by the demo; else nothing to compare
+        local = planner.model_facts(str(smollm))
+        known = planner.model_facts(models.SMOLLM2)
+        assert local.params == known.params and local.kv_dim == known.kv_dim
+
+
+def test_local_config_is_read_and_unknown_is_said(tmp_path):
+    _, dims = planner.KNOWN_MODELS["Qwen/Qwen3-4B"]
+    (tmp_path / "config.json").write_text(json.dumps(dims))
+    assert planner.model_facts(str(tmp_path)).params == planner.model_facts("Qwen/Qwen3-4B").params
+    (tmp_path / "config.json").write_text(json.dumps({**dims, "num_experts": 64}))
+    assert planner.model_facts(str(tmp_path)) is None  # a mixture of experts: not guessed
+    plan = planner.plan(_profile("qwen3-4b-quick", **{"model.backbone": "someone/x"}))
+    training = _rows(plan)["03_training"]
+    assert training["peak_gpu_gib"] is None and training["fits"] is None
+    assert plan["model"]["facts"] == "unknown" and training["optimizer_steps"] == 60
+
+
+def test_constants_are_assumed_until_measured(tmp_path):
+    cfg = _profile("qwen3-4b-quick")
+    constants = planner.plan(cfg)["gpu"]["constants"]
+    assert {c["source"] for c in constants.values()} == {planner.ASSUMED, planner.SPEC}
+    assert all(c["basis"] for c in constants.values())
+    path = tmp_path / "gpu_check.json"
+    path.write_text(json.dumps(GPU_CHECK))
+    plan = planner.plan(cfg, gpu_constants=path)
+    constants = plan["gpu"]["constants"]
+    assert plan["gpu"]["class"] == "h100-80gb"  # from the file's device
+    decode = constants["vllm_decode_tokens_per_s"]
+    assert decode["source"] == planner.MEASURED and decode["value"] == 12345.0
+    assert "batches.256" in decode["basis"] and "NVIDIA H100" in decode["basis"]
+    assert constants["train_tokens_per_s_bf16"]["value"] == 9876.0
+    assert constants["vllm_prefill_tokens_per_s"]["source"] == planner.ASSUMED  # not measured
+    slower = planner.plan(cfg)
+    assert _rows(plan)["04_inference"]["hours"] < _rows(slower)["04_inference"]["hours"]
+    mismatch = planner.plan(cfg, gpu="h200", gpu_constants=path)
+    assert any("measured on NVIDIA H100" in n for n in mismatch["notes"])
+
+
+def test_a_tiny_gpu_check_is_refused(tmp_path):
+    path = tmp_path / "tiny.json"
+    path.write_text(json.dumps({**GPU_CHECK, "check": "gpu_check --tiny", "device": "cpu"}))
+    with pytest.raises(ValueError, match="not a GPU run"):
+        planner.plan(_profile("smoke"), gpu_constants=path)
+    out = _cli("run", "params/smoke.yaml", "--dry-run", "--gpu-constants", str(path))
+    assert out.returncode == 1 and "not a GPU run" in out.stderr and "Traceback" not in out.stderr
+
+
+def test_cli_prints_the_table_and_measured_constants(tmp_path):
+    path = tmp_path / "gpu_check.json"
+    path.write_text(json.dumps(GPU_CHECK))
+    out = _cli("run", "params/qwen3-4b-quick.yaml", "--dry-run", "--gpu-constants", str(path))
+    assert out.returncode == 0, out.stderr
+    text = out.stdout
+    header = next(line for line in text.splitlines() if line.startswith("notebook"))
+    for column in ("generations", "gen. tokens", "opt. steps", "peak GPU GiB", "est. hours"):
+        assert column in header
+    for nb in ("01_data", "02_rollouts", "03_training", "04_inference", "total"):
+        assert any(line.startswith(nb) for line in text.splitlines())
+    assert "measured: gpu_check on NVIDIA H100 80GB HBM3" in text
+    assert "assumed (unmeasured): compute-bound prefill" in text  # gpu_check does not measure it
+    small = _cli("run", "params/qwen3-4b-quick.yaml", "--dry-run", "--gpu", "24gb")
+    training = next(line for line in small.stdout.splitlines() if line.startswith("03_training"))
+    assert " NO " in training
+    bad = _cli("run", "params/smoke.yaml", "--dry-run", "--gpu", "tpu")
+    assert bad.returncode == 2 and "unknown GPU class 'tpu'" in bad.stderr
+
+
+def test_sweep_dry_run_still_plans_every_point(tmp_path):
+    params = tmp_path / "sweep.yaml"
+    text = (ROOT / "params" / "smoke.yaml").read_text()
+    params.write_text(text + '\nsweep:\n  mix.ratio: ["1:0", "4:1"]\n')
+    out = _cli("sweep", str(params), "--dry-run")
+    assert out.returncode == 0, out.stderr
+    points = json.loads(out.stdout)
+    assert [p["point"]["mix.ratio"] for p in points] == ["1:0", "4:1"]
+    assert all(p["plan"]["per_notebook"] for p in points)
+
+
+def test_dry_run_imports_no_torch():
+    code = (
+        "import sys; from rmlib.cli import main; "
+        "main(['run', 'params/qwen3-4b-paper.yaml', '--dry-run']); "
+        "assert 'torch' not in sys.modules, 'torch imported'"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=300
+    )
+    assert out.returncode == 0, out.stderr
