@@ -155,7 +155,8 @@ class GenerationSection:
     )
     max_batch_tokens: int = doc(
         "backend 'hf': token budget per generation batch (prompt + new tokens, summed over "
-        "sequences).",
+        "sequences); on CUDA lowered to what the card's free memory holds at the model's KV "
+        "bytes a token (run.log says so), and a batch that still runs out of memory is split.",
         16384,
     )
     max_batch_size: int = doc("backend 'hf': most sequences in one batch.", 64)

@@ -262,3 +262,27 @@ def test_split_batch_keeps_every_sequence_once():
     assert sorted(rows) == [(0, 0), (0, 1), (0, 2), (1, 0)]
     assert all(it.prefix == 0 for it in first)  # prompt 1 went to the other half
     assert split_batch([_Item(0, [0])]) is None
+
+
+def test_the_batch_budget_follows_the_cards_free_memory(tiny):
+    from types import SimpleNamespace
+
+    from rmlib.generation import hf as hfmod
+
+    qwen3_4b = SimpleNamespace(
+        num_hidden_layers=36, num_attention_heads=32, num_key_value_heads=8, head_dim=128,
+        hidden_size=2560,
+    )  # fmt: skip
+    per_token = hfmod.kv_bytes_per_token(qwen3_4b, 2)
+    assert per_token == 147_456  # Qwen3-4B in bf16 (the profiles' comments use it)
+    # 262,144 batch tokens ask ~36 GiB of KV: a 24 GB card with ~14 GiB free after the weights
+    # holds far fewer; a card with room keeps the asked budget
+    fits = hfmod.fitting_batch_tokens(262_144, 14 * 2**30, per_token)
+    assert 50_000 < fits < 70_000
+    assert hfmod.fitting_batch_tokens(16_384, 60 * 2**30, per_token) == 16_384
+    # on CPU the budget is what the params say
+    model, tok = tiny
+    assert (
+        HFBackend(model, tok, identity="t", max_batch_tokens=123, progress=False).max_batch_tokens
+        == 123
+    )

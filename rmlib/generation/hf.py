@@ -23,6 +23,7 @@ it; its `text` is decoded without the stop token and without special tokens.
 from __future__ import annotations
 
 import inspect
+import logging
 import math
 import time
 import warnings
@@ -33,6 +34,8 @@ from typing import Any, Literal
 import torch
 
 from rmlib.generation.base import Generation, SamplingParams, encode_prompt, sample_seed
+
+log = logging.getLogger(__name__)
 
 # Drop finished rows from the batch once this fraction of it has finished: compacting the KV
 # cache costs a copy, so it is done in bulk rather than after every finished sequence.
@@ -135,11 +138,49 @@ class _Row:
     stopped: bool = False
 
 
+# Of the free memory a batch may take, and its bytes per token beyond the KV cache (activations,
+# the logits of the last position, allocator slack): an estimate; an out-of-memory batch is
+# still split in two (`_run_fitting`).
+FREE_MEMORY_SHARE = 0.9
+ACTIVATION_OVERHEAD = 0.5
+
+
+def kv_bytes_per_token(config: Any, dtype_bytes: int) -> int:
+    """KV cache bytes one token takes in every layer (keys and values)."""
+    heads = getattr(config, "num_key_value_heads", None) or config.num_attention_heads
+    head_dim = getattr(config, "head_dim", None) or config.hidden_size // config.num_attention_heads
+    return 2 * config.num_hidden_layers * heads * head_dim * dtype_bytes
+
+
+def fitting_batch_tokens(asked: int, free_bytes: int, per_token: int) -> int:
+    """The batch-token budget that `free_bytes` holds at `per_token` KV bytes, at most `asked`."""
+    fits = int(free_bytes * FREE_MEMORY_SHARE / (per_token * (1 + ACTIVATION_OVERHEAD)))
+    return max(1, min(asked, fits))
+
+
+def _fit_to_device(model: Any, asked: int) -> int:
+    """`asked`, lowered on CUDA to what the free memory holds once the weights are loaded."""
+    weight = model.get_input_embeddings().weight
+    if weight.device.type != "cuda":
+        return asked
+    free, _ = torch.cuda.mem_get_info(weight.device)
+    base = model.get_base_model() if hasattr(model, "get_base_model") else model
+    fits = fitting_batch_tokens(asked, free, kv_bytes_per_token(base.config, weight.element_size()))
+    if fits < asked:
+        log.info(
+            "generation.max_batch_tokens %d lowered to %d: what %.1f GiB free on %s holds",
+            asked, fits, free / 2**30, weight.device,
+        )  # fmt: skip
+    return fits
+
+
 class HFBackend:
     """Backend over a transformers causal LM (plain, 4-bit, or PEFT-wrapped).
 
     max_batch_tokens: budget per batch, (KV cache width + max_new_tokens) x sequences, where the
-    width is the longest prompt (or, with shared prefixes, longest prefix + longest suffix).
+    width is the longest prompt (or, with shared prefixes, longest prefix + longest suffix). On
+    CUDA it is lowered to what the card's free memory holds (`fitting_batch_tokens`), so a budget
+    set for a large card does not run out of memory on a small one.
     max_batch_size: most sequences decoded at once.
     min_shared_prefix: prompts of one call that share at least this many leading tokens (e.g. the
     reflection prompts of one pair: instructions, context, both responses) prefill that prefix
@@ -197,7 +238,7 @@ class HFBackend:
         self.model = model
         self.tokenizer = tokenizer
         self.identity = identity
-        self.max_batch_tokens = max_batch_tokens
+        self.max_batch_tokens = _fit_to_device(model, max_batch_tokens)
         self.max_batch_size = max_batch_size
         self.min_shared_prefix = min_shared_prefix
         self.progress = progress
