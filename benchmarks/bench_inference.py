@@ -232,12 +232,19 @@ def load_pairs(
 # ---------------------------------------------------------------- model
 
 
+def one_budget(tokens: int) -> Any:
+    """One limit for both tasks: the engine is sized by --max-prompt-tokens, and load_pairs keeps
+    pairs whose reflection prompts fit it whole."""
+    from rmlib.prompts import PromptBudget
+
+    return PromptBudget(max_prompt_tokens=tokens, max_reflection_prompt_tokens=tokens)
+
+
 def warmup_adapter(args: argparse.Namespace) -> str:
     """The format warm-up adapter in args.warmup, trained there first if it is not there yet."""
     folder = Path(args.warmup)
     if (folder / "adapter_config.json").is_file():
         return str(folder)
-    from rmlib.prompts import PromptBudget
     from rmlib.training.sft import WarmupConfig, run_warmup, warmup_pairs
 
     cfg = WarmupConfig(enabled=True, torch_threads=cpu_threads(args.threads))
@@ -248,7 +255,7 @@ def warmup_adapter(args: argparse.Namespace) -> str:
         folder,
         backbone=args.model,
         seed=args.seed,
-        budget=PromptBudget(max_prompt_tokens=args.max_prompt_tokens),
+        budget=one_budget(args.max_prompt_tokens),
     )
     return str(folder)
 
@@ -662,7 +669,6 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     import transformers
 
     from rmlib.models import load_backbone, model_identity
-    from rmlib.prompts import PromptBudget
 
     torch.set_num_threads(cpu_threads(args.threads))
     if args.throughput:
@@ -684,7 +690,7 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
         "model": model,
         "tok": tok,
         "identity": model_identity(args.model, precision=args.precision, adapter=args.adapter),
-        "budget": PromptBudget(max_prompt_tokens=args.max_prompt_tokens),
+        "budget": one_budget(args.max_prompt_tokens),
     }
     results: dict[str, dict[str, Any]] = {p: {} for p in paths}
     tables: dict[str, dict[str, Any]] = {p: {} for p in paths}

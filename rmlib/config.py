@@ -112,7 +112,9 @@ class ModelSection:
         False,
     )
     enable_thinking: bool = doc(
-        "Qwen3 thinking mode; the paper runs non-thinking everywhere. Must match across steps.",
+        "Qwen3 thinking mode (the chat template's enable_thinking); the paper runs non-thinking "
+        "everywhere. The one switch of every rendered prompt: warm-up, rollouts, training mix, "
+        "GRPO (TRL's chat_template_kwargs) and evaluation.",
         False,
     )
 
@@ -243,8 +245,39 @@ class PromptSection:
     __pydantic_config__ = PARAMS
 
     max_prompt_tokens: int = doc(
-        "Context budget of a prompt; longer inputs are cut by the policy in rmlib.prompts.", 4096
+        "Context budget of a judgment (Pref.) prompt: rollouts, stage 1 and greedy judgments, "
+        "Pref. training items (paper/ConsistRM: 4,096). Over it (rmlib.prompts): the oldest "
+        "earlier turns are dropped first, then the responses cut from their end.",
+        4096,
     )
+    max_reflection_prompt_tokens: int = doc(
+        "Context budget of a reflection (Refl.) prompt, which holds the query, both responses and "
+        "two critiques: Refl. items of the mix and the warm-up, stage 2 of inference (~8k as the "
+        "sibling paper notes: a 4,096-token pair and two 1,024-token critiques fit whole). Over "
+        "it: the oldest earlier turns are dropped first, then the responses cut from their end, "
+        "and only then the critiques, from their start, so each keeps its conclusion.",
+        8192,
+    )
+    critique_with_result: bool = doc(
+        "Show a critique's <Result> line in reflection prompts (method.md §1 choice; default: "
+        "analysis text only). One value for the warm-up, the training mix and inference.",
+        False,
+    )
+
+    def __post_init__(self) -> None:
+        if self.max_prompt_tokens < 1:
+            raise ValueError("max_prompt_tokens must be >= 1")
+        if self.max_reflection_prompt_tokens < self.max_prompt_tokens:
+            # a reflection prompt holds everything a judgment prompt holds, and two critiques
+            raise ValueError(
+                f"max_reflection_prompt_tokens ({self.max_reflection_prompt_tokens}) must be >= "
+                f"max_prompt_tokens ({self.max_prompt_tokens}): a reflection prompt holds the "
+                "judgment prompt's pair and two critiques"
+            )
+
+    def longest_prompt_tokens(self) -> int:
+        """The longest prompt of a run (either task): what an engine's context must hold."""
+        return max(self.max_prompt_tokens, self.max_reflection_prompt_tokens)
 
 
 @dataclass
@@ -288,6 +321,16 @@ SECTIONS: dict[str, str] = {
 }
 
 
+# Keys that moved: a value every step must agree on has one home. A file still setting an old key
+# is told where it went (one line), not only that the key is unknown.
+MOVED_KEYS: dict[str, str] = {
+    "grpo.enable_thinking": "model.enable_thinking",
+    "warmup.critique_with_result": "prompts.critique_with_result",
+    "mix.critique_with_result": "prompts.critique_with_result",
+    "inference.critique_with_result": "prompts.critique_with_result",
+}
+
+
 def _section_class(name: str) -> type:
     module, _, attr = SECTIONS[name].partition(":")
     return getattr(__import__(module, fromlist=[attr]), attr)
@@ -325,11 +368,17 @@ def _build(cls: type, data: Any, where: str, source: str) -> Any:
 
 
 def _first_error(e: ValidationError, cls: type, where: str, source: str) -> str:
-    """One line for pydantic's first error: file, dotted key, bad value, what is allowed."""
-    err = e.errors()[0]
+    """One line for pydantic's first error: file, dotted key, bad value, what is allowed.
+
+    A moved key (MOVED_KEYS) is reported before any other error: its line names the new key."""
+    errors = e.errors()
+    moved = [x for x in errors if _dotted(where, x["loc"]) in MOVED_KEYS]
+    err = moved[0] if moved else errors[0]
     loc = err["loc"]
-    key = where + "".join(f"[{p}]" if isinstance(p, int) else f".{p}" for p in loc)
+    key = _dotted(where, loc)
     more = f" (and {e.error_count() - 1} more)" if e.error_count() > 1 else ""
+    if key in MOVED_KEYS:
+        return f"{source}: '{key}' moved to '{MOVED_KEYS[key]}': set it there instead{more}"
     if err["type"] == "unexpected_keyword_argument":
         known = sorted(f.name for f in dataclasses.fields(_class_at(cls, loc[:-1])))
         close = difflib.get_close_matches(str(loc[-1]), known, n=1)
@@ -338,6 +387,10 @@ def _first_error(e: ValidationError, cls: type, where: str, source: str) -> str:
     if err["type"] == "value_error":  # a section's own check (__post_init__)
         return f"{source}: '{key}': {err['ctx']['error']}{more}"
     return f"{source}: '{key}': {err['msg']}, got {err['input']!r}{more}"
+
+
+def _dotted(where: str, loc: tuple) -> str:
+    return where + "".join(f"[{p}]" if isinstance(p, int) else f".{p}" for p in loc)
 
 
 def _class_at(cls: type, loc: tuple) -> type:

@@ -107,14 +107,20 @@ def judge_pairs(
     params: SamplingParams,
     budget: Any = None,
     confidence_fraction: float = 0.10,
+    enable_thinking: bool = False,
 ) -> pd.DataFrame:
     """n judgments of every pair, parsed: the rollout table (one row per pair and sample).
 
-    `budget` is a `rmlib.prompts.PromptBudget` (None = its defaults). `correct` is False on a
-    parse failure; `confidence` follows `rmlib.reflect.confidence` with `confidence_fraction`.
+    `budget` is a `rmlib.prompts.PromptBudget` (None = its defaults; its Pref. limit applies).
+    `correct` is False on a parse failure; `confidence` follows `rmlib.reflect.confidence` with
+    `confidence_fraction`. `enable_thinking` goes to the chat template (the run's
+    model.enable_thinking).
     """
     budget = budget if budget is not None else prompts.PromptBudget()
-    built = [prompts.build_pref_prompt(tokenizer, p, budget) for p in pairs]
+    built = [
+        prompts.build_pref_prompt(tokenizer, p, budget, enable_thinking=enable_thinking)
+        for p in pairs
+    ]
     outputs = _generate(backend, [b.text for b in built], params, n)
     rows: list[dict[str, Any]] = []
     for pair, prompt, gens in zip(pairs, built, outputs, strict=True):
@@ -144,9 +150,12 @@ def judge_reflections(
     params: SamplingParams,
     budget: Any = None,
     critique_with_result: bool = False,
+    enable_thinking: bool = False,
     failure_policy: Literal["anchor_wins", "other_wins"] = "anchor_wins",
 ) -> pd.DataFrame:
     """One reflection per request, parsed (task 'refl'): one row per call.
+
+    Prompts are fitted to `budget`'s reflection limit (max_reflection_prompt_tokens).
 
     `choice` is the critique slot judged better; `other_wins` is True when that slot holds rollout
     i's critique. An unparseable reflection gives `other_wins` per `failure_policy` (method.md:
@@ -157,7 +166,12 @@ def judge_reflections(
     budget = budget if budget is not None else prompts.PromptBudget()
     built = [
         prompts.build_refl_prompt(
-            tokenizer, r.pair, *r.critiques, budget, critique_with_result=critique_with_result
+            tokenizer,
+            r.pair,
+            *r.critiques,
+            budget,
+            critique_with_result=critique_with_result,
+            enable_thinking=enable_thinking,
         )
         for r in requests
     ]

@@ -267,7 +267,8 @@ def vllm_settings(cfg: RunConfig, path: str, precision: str):
         model=path,
         dtype=dtype,
         quantization=quantization,
-        max_model_len=cfg.prompts.max_prompt_tokens + max_new_tokens(cfg),
+        # stage 2's reflection prompts pass here too: the larger of the two prompt budgets
+        max_model_len=cfg.prompts.longest_prompt_tokens() + max_new_tokens(cfg),
         # known before the engine starts, so base and adapters share it: any trained model
         enable_lora=bool(trained_models(cfg)) and adapter_mode(cfg) == "lora",
         max_lora_rank=cfg.grpo.lora_r,
@@ -348,9 +349,14 @@ def _hf_backend(cfg: RunConfig, ref: ModelRef):
 
 
 def prompt_budget(cfg: RunConfig):
+    """The run's prompt budget: Pref. prompts to prompts.max_prompt_tokens, Refl. prompts to
+    prompts.max_reflection_prompt_tokens (rmlib.prompts picks the limit by task)."""
     from rmlib.prompts import PromptBudget
 
-    return PromptBudget(max_prompt_tokens=cfg.prompts.max_prompt_tokens)
+    return PromptBudget(
+        max_prompt_tokens=cfg.prompts.max_prompt_tokens,
+        max_reflection_prompt_tokens=cfg.prompts.max_reflection_prompt_tokens,
+    )
 
 
 # ---- 02 rollouts and mixes ---------------------------------------------------------------------
@@ -377,7 +383,9 @@ def format_warmup(cfg: RunConfig, run: RunFolder) -> pd.DataFrame:
         "backbone": cfg.model.backbone,
         "seed": cfg.run.seed,
         "settings": json.loads(json.dumps(asdict(cfg.warmup))),
-        "max_prompt_tokens": cfg.prompts.max_prompt_tokens,
+        # the examples' prompts: their budgets, critiques' <Result> lines, thinking switch
+        "prompts": asdict(cfg.prompts),
+        "enable_thinking": cfg.model.enable_thinking,
     }
     if (merged / "config.json").exists() and summary_file.exists():
         done = json.loads(summary_file.read_text())
@@ -397,6 +405,8 @@ def format_warmup(cfg: RunConfig, run: RunFolder) -> pd.DataFrame:
         budget=prompt_budget(cfg),
         merged_dir=tmp,
         trust_remote_code=cfg.model.trust_remote_code,
+        critique_with_result=cfg.prompts.critique_with_result,
+        enable_thinking=cfg.model.enable_thinking,
     )
     shutil.rmtree(merged, ignore_errors=True)
     tmp.rename(merged)
@@ -432,6 +442,7 @@ def training_rollouts(cfg: RunConfig, run: RunFolder) -> pd.DataFrame:
         params=params,
         budget=prompt_budget(cfg),
         confidence_fraction=cfg.inference.confidence_fraction,
+        enable_thinking=cfg.model.enable_thinking,
     )
     run.write_table("rollouts_train", df)
     return df
@@ -488,6 +499,8 @@ def build_mixes(cfg: RunConfig, run: RunFolder) -> pd.DataFrame:
             budget=prompt_budget(cfg),
             seed=cfg.run.seed,
             backbone=cfg.model.backbone,
+            critique_with_result=cfg.prompts.critique_with_result,
+            enable_thinking=cfg.model.enable_thinking,
         )
         mix.save(mix_dir(run, model))
         table = mix.counts_table()
@@ -531,8 +544,10 @@ def train(cfg: RunConfig, run: RunFolder, model: str) -> dict[str, Any]:
         )
     settings = cfg.grpo
     if settings.use_vllm and settings.vllm_max_model_length is None:
-        length = cfg.prompts.max_prompt_tokens + settings.max_completion_length
-        settings = replace(settings, vllm_max_model_length=length)
+        # a mix with Refl. items holds prompts up to the reflection budget
+        has_refl = "task" in dataset.column_names and "refl" in set(dataset["task"])
+        prompt = cfg.prompts.longest_prompt_tokens() if has_refl else cfg.prompts.max_prompt_tokens
+        settings = replace(settings, vllm_max_model_length=prompt + settings.max_completion_length)
     out = train_grpo(
         dataset,
         settings,
@@ -542,6 +557,7 @@ def train(cfg: RunConfig, run: RunFolder, model: str) -> dict[str, Any]:
         trust_remote_code=cfg.model.trust_remote_code,
         seed=cfg.run.seed,
         provenance=provenance,
+        enable_thinking=cfg.model.enable_thinking,
     )
     tmp = dest.with_name(dest.name + ".partial")
     shutil.rmtree(tmp, ignore_errors=True)
@@ -585,7 +601,15 @@ def evaluate(cfg: RunConfig, run: RunFolder, model: str) -> dict[str, Any]:
     pairs = read_pairs(run, "pairs_eval")
     infer = cfg.inference
     gen, tokenizer = backend(cfg, run, ref)
-    result = run_reflectrm(pairs, gen, tokenizer, infer, prompt_budget(cfg))
+    result = run_reflectrm(
+        pairs,
+        gen,
+        tokenizer,
+        infer,
+        prompt_budget(cfg),
+        critique_with_result=cfg.prompts.critique_with_result,
+        enable_thinking=cfg.model.enable_thinking,
+    )
     for name, table in result.tables().items():
         run.write_table(f"{name}_{model}", table)
     counts = {**result.counts, "store": asdict(gen.stats), "model": asdict(ref)}

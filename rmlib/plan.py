@@ -16,11 +16,12 @@ spec-sheet figures.
 How the estimates are made:
 
 - generated tokens (an upper bound): every generation runs to its cap.
-- prompt tokens (an estimate of the tokens prefilled): every prompt fills
-  `prompts.max_prompt_tokens` and is prefilled once for all its samples (vLLM's prefix caching,
-  our transformers loop's prefill-once); a pair's reflection prompts after the first add only
-  their two critiques (`eval_calls`); TRL's transformers generation (`grpo.use_vllm` off)
-  prefills each of a group's copies.
+- prompt tokens (an estimate of the tokens prefilled): every prompt fills its budget
+  (`prompts.max_prompt_tokens`; a reflection prompt or a Refl. training item
+  `prompts.max_reflection_prompt_tokens`) and is prefilled once for all its samples (vLLM's
+  prefix caching, our transformers loop's prefill-once); a pair's reflection prompts after the
+  first add only their two critiques (`eval_calls`); TRL's transformers generation
+  (`grpo.use_vllm` off) prefills each of a group's copies.
 - GRPO steps: from the upper bound of the training mix (`mix_items_upper_bound`: every training
   pair non-easy and mixed) and TRL's batching (`grpo_schedule`); `grpo.max_steps` > 0 sets the
   count outright, as in transformers' Trainer.
@@ -519,6 +520,16 @@ def mix_items_upper_bound(cfg: RunConfig, model: str, n_train: int) -> dict[str,
     return {"pref": pref, "refl": refl, "total": pref + refl}
 
 
+def mix_prompt_tokens(cfg: RunConfig, mix: dict[str, int]) -> float:
+    """A mix's mean prompt, every item at its budget: Pref. items at prompts.max_prompt_tokens,
+    Refl. items at prompts.max_reflection_prompt_tokens."""
+    p = cfg.prompts
+    if not mix["total"]:
+        return float(p.max_prompt_tokens)
+    tokens = mix["pref"] * p.max_prompt_tokens + mix["refl"] * p.max_reflection_prompt_tokens
+    return tokens / mix["total"]
+
+
 def grpo_schedule(g: GRPOSettings, items: int) -> dict[str, Any]:
     """Optimizer steps and generations of one GRPO run on `items` prompts, one device, as TRL
     1.16 and transformers count them.
@@ -569,15 +580,17 @@ def eval_calls(cfg: RunConfig) -> dict[str, int]:
 
     Prefill: the judgment prompt once for the greedy judgment and the N samples; a pair's
     reflection prompts share their instructions, context and both responses (prefix caching on
-    vLLM, shared-prefix prefill in our transformers loop), so the first is prefilled whole and each
-    other adds its two critiques (each at most inference.max_new_tokens), all within the budget.
+    vLLM, shared-prefix prefill in our transformers loop), so the first is prefilled whole (at the
+    reflection budget) and each other adds its two critiques (each at most
+    inference.max_new_tokens), all within the reflection budget.
     """
     inf = cfg.inference
     budget = cfg.prompts.max_prompt_tokens
+    refl_budget = cfg.prompts.max_reflection_prompt_tokens
     greedy = 1 if inf.run_greedy else 0
     reflections = (inf.n_samples - 1) * (2 if inf.run_random_anchor else 1)
-    critiques = min(budget, 2 * inf.max_new_tokens)
-    prefill = budget + (budget + (reflections - 1) * critiques if reflections else 0)
+    critiques = min(refl_budget, 2 * inf.max_new_tokens)
+    prefill = budget + (refl_budget + (reflections - 1) * critiques if reflections else 0)
     return {
         "generations": greedy + inf.n_samples + reflections,
         "tokens": (greedy + inf.n_samples) * inf.max_new_tokens
@@ -779,7 +792,7 @@ def _generation_memory(cfg: RunConfig, est: Estimator) -> tuple[float | None, st
         gib = None if weights is None or kv is None else weights + kv
         return gib, "weights + KV cache of generation.max_batch_tokens (no activations)", None
     engine = est.engine(gen.gpu_memory_utilization, gen.kv_cache_gib, precision)
-    max_len = cfg.prompts.max_prompt_tokens + max_new_tokens(cfg)
+    max_len = cfg.prompts.longest_prompt_tokens() + max_new_tokens(cfg)  # as pipeline.vllm_settings
     blocked = est.engine_too_small(engine["engine_gib"], precision, max_len)
     return engine["engine_gib"], f"vLLM engine: {engine['how']}", blocked
 
@@ -788,7 +801,10 @@ def _training_row(cfg: RunConfig, est: Estimator, n_train: int) -> dict[str, Any
     """03: GRPO for every trained model, one after the other (the peak is one model's)."""
     g = cfg.grpo
     precision = _precision(cfg.model.train_precision)
-    budget = cfg.prompts.max_prompt_tokens
+    mixes = {m: mix_items_upper_bound(cfg, m, n_train) for m in trained_models(cfg)}
+    # memory at the longest prompt a micro-batch may hold: a Refl. item's, if any mix has one
+    has_refl = any(mix["refl"] for mix in mixes.values())
+    budget = cfg.prompts.longest_prompt_tokens() if has_refl else cfg.prompts.max_prompt_tokens
     row = _row("03_training")
     seconds: dict[str, float] = {}
     tokens = g.per_device_train_batch_size * (budget + g.max_completion_length)
@@ -806,8 +822,8 @@ def _training_row(cfg: RunConfig, est: Estimator, n_train: int) -> dict[str, Any
         batch = g.generation_batch_size or g.per_device_train_batch_size
         memory["generation_kv_gib"] = est.kv_gib(batch * (budget + g.max_completion_length), "bf16")
         row["memory_how"] = "trainer (micro-batch at the budget) + KV of the generation batch"
-    for model in trained_models(cfg):
-        mix = mix_items_upper_bound(cfg, model, n_train)
+    for model, mix in mixes.items():
+        prompt = mix_prompt_tokens(cfg, mix)
         sched = grpo_schedule(g, mix["total"])
         steps = sched["steps"]
         if sched["items"] and not steps:
@@ -822,11 +838,11 @@ def _training_row(cfg: RunConfig, est: Estimator, n_train: int) -> dict[str, Any
         )
         row["generations"] += sched["generations"]
         row["generated_tokens_upper_bound"] += gen_tokens
-        row["prompt_tokens_upper_bound"] += prefills * budget
+        row["prompt_tokens_upper_bound"] += round(prefills * prompt)
         row["optimizer_steps"] += steps
         engine = "colocate" if g.use_vllm else "hf"
-        part = est.generation_s(prefills * budget, gen_tokens, engine)
-        trained = steps * sched["completions_per_step"] * (budget + g.max_completion_length)
+        part = est.generation_s(round(prefills * prompt), gen_tokens, engine)
+        trained = steps * sched["completions_per_step"] * (prompt + g.max_completion_length)
         part["train"] = trained / est.train_rate(precision)
         part["sync"] = steps * est.c["grpo_sync_s"] if g.use_vllm else 0.0
         part["engine_start"] = est.c["vllm_engine_start_s"] if g.use_vllm else 0.0
@@ -985,9 +1001,10 @@ def _notes(cfg: RunConfig, est: Estimator, about: dict | None) -> list[str]:
     notes = [
         "generated tokens are upper bounds (every generation at its cap, every training pair in "
         "the mix, evaluation pairs from n or the published sizes); prompt tokens are prefills, "
-        f"every prompt at prompts.max_prompt_tokens ({cfg.prompts.max_prompt_tokens:,}) and "
-        "prefilled once for its samples, a pair's later reflection prompts adding their two "
-        "critiques",
+        f"every prompt at its budget (prompts.max_prompt_tokens {cfg.prompts.max_prompt_tokens:,}, "
+        "a reflection prompt prompts.max_reflection_prompt_tokens "
+        f"{cfg.prompts.max_reflection_prompt_tokens:,}) and prefilled once for its samples, a "
+        "pair's later reflection prompts adding their two critiques",
         f"memory and hours are estimates for the {est.gpu.name} class ({est.gpu.cards}), "
         "upper bounds at these lengths",
     ]

@@ -12,15 +12,20 @@ instructions are fixed text and come last.
 
 Context budget (`PromptBudget`): a prompt is rendered through the chat template and counted in
 tokens of the rendered text (`add_special_tokens=False`: the template already holds the special
-tokens; backends must tokenize prompts the same way). If it exceeds `max_prompt_tokens`, policy
-`"drop_turns_then_cut_end"` (default) applies, in this order:
+tokens; backends must tokenize prompts the same way). Each task has its own limit: a Pref.
+prompt `max_prompt_tokens`, a Refl. prompt, which holds the query, both responses and two
+critiques, `max_reflection_prompt_tokens`. Over its limit, policy `"drop_turns_then_cut_end"`
+(default) applies, in this order:
 
 1. drop the oldest earlier conversation turns, one at a time, until it fits or none are left
    (a visible line says how many were omitted);
-2. cut the responses (and, in the reflection task, the critiques) from their END, each by a number
-   of tokens proportional to its length, each cut marked with a visible `[… truncated …]`; every
-   cut text keeps at least `min_keep_tokens` tokens (or all of it, if shorter);
-3. the final user query and the instructions are never cut: if the prompt still cannot fit,
+2. cut the responses from their END, each by a number of tokens proportional to its length,
+   each cut marked with a visible `[… truncated …]`; every cut text keeps at least
+   `min_keep_tokens` tokens (or all of it, if shorter);
+3. reflection task only, when the responses are down to that floor and it still does not fit:
+   cut the critiques from their START (same proportional rule and floor, the marker first), so
+   each critique keeps its end, where its conclusion is;
+4. the final user query and the instructions are never cut: if the prompt still cannot fit,
    `PromptTooLongError` is raised.
 
 Policy `"error"` never truncates and raises at once. `Prompt.truncated` and `Prompt.cut` record
@@ -42,8 +47,9 @@ PROMPT_VERSION = "reflectrm-v1"
 TRUNCATION_MARKER = "[… truncated …]"
 POLICIES: dict[str, str] = {
     "drop_turns_then_cut_end": (
-        "drop oldest earlier turns, then cut responses/critiques from the end in proportion to "
-        "their length (marked), never the final query or instructions; raise if still too long"
+        "drop oldest earlier turns, then cut the responses from their end in proportion to their "
+        "length (marked), then (reflection prompts) the critiques from their start, keeping their "
+        "conclusions; never the final query or instructions; raise if still too long"
     ),
     "error": "never truncate; raise PromptTooLongError when over budget",
 }
@@ -68,13 +74,16 @@ _ROLE_LABELS = {"user": "User", "assistant": "Assistant", "system": "System"}
 class PromptBudget:
     """How long a rendered prompt may be, and what to cut when it is longer (module docstring).
 
-    max_prompt_tokens: limit on the rendered prompt's tokens (paper/ConsistRM: 4096).
+    max_prompt_tokens: limit on a rendered Pref. prompt's tokens (paper/ConsistRM: 4096).
+    max_reflection_prompt_tokens: limit on a rendered Refl. prompt's tokens (default 8192, ~8k:
+        a 4,096-token pair plus two 1,024-token critiques fits whole).
     policy: a key of POLICIES; default "drop_turns_then_cut_end".
     min_keep_tokens: a cut response/critique keeps at least this many tokens (default 16), so a
         judged text never vanishes entirely.
     """
 
     max_prompt_tokens: int = 4096
+    max_reflection_prompt_tokens: int = 8192
     policy: str = "drop_turns_then_cut_end"
     min_keep_tokens: int = 16
 
@@ -83,8 +92,18 @@ class PromptBudget:
             raise ValueError(
                 f"unknown prompt budget policy {self.policy!r}; one of {list(POLICIES)}"
             )
-        if self.max_prompt_tokens < 1 or self.min_keep_tokens < 0:
-            raise ValueError("max_prompt_tokens must be >= 1 and min_keep_tokens >= 0")
+        if min(self.max_prompt_tokens, self.max_reflection_prompt_tokens) < 1:
+            raise ValueError("max_prompt_tokens and max_reflection_prompt_tokens must be >= 1")
+        if self.min_keep_tokens < 0:
+            raise ValueError("min_keep_tokens must be >= 0")
+
+    def limit(self, task: Task) -> int:
+        """The token limit of a `task` prompt."""
+        return self.max_reflection_prompt_tokens if task == "refl" else self.max_prompt_tokens
+
+    def limit_name(self, task: Task) -> str:
+        """The field holding that limit (for error messages)."""
+        return "max_reflection_prompt_tokens" if task == "refl" else "max_prompt_tokens"
 
 
 @dataclass(frozen=True)
@@ -252,6 +271,11 @@ def build_refl_prompt(
     return _build(tokenizer, "refl", parts, budget or PromptBudget(), enable_thinking, pair)
 
 
+# The texts the budget policy may cut, in the order they give way (module docstring).
+_RESPONSES = ("response1", "response2")
+_CRITIQUES = ("critique1", "critique2")
+
+
 def _build(
     tokenizer: Any, task: Task, parts: _Parts, budget: PromptBudget, thinking: bool, pair: Pair
 ) -> Prompt:
@@ -260,15 +284,41 @@ def _build(
         return text, count_tokens(tokenizer, text)
 
     text, n = measure(parts)
-    limit = budget.max_prompt_tokens
+    limit = budget.limit(task)
     if n <= limit:
         return Prompt(text, n, False, {})
+    where = f"pair {pair.key}: {task}"
     if budget.policy == "error":
-        raise PromptTooLongError(f"pair {pair.key}: {task} prompt has {n} tokens > {limit}")
+        raise PromptTooLongError(f"{where} prompt has {n} tokens > {limit}")
     cut: dict[str, int] = {}
     parts, text, n = _drop_turns(parts, measure, limit, n, cut)
+    # Responses before critiques: the reflection task judges the critiques, and a critique's
+    # conclusion (which response it prefers) comes at its end; cut there, it no longer says what
+    # it argues and the question cannot be answered. The responses are the evidence the
+    # critiques argue over, and their openings still show it. So the responses give way first
+    # (down to their floor), and a critique that must be cut loses its start, not its end.
+    for group, keep_end in ((_RESPONSES, False), (_CRITIQUES, True)):
+        present = tuple(k for k in group if k in parts.texts)
+        if n > limit and present:
+            parts, text, n = _cut_texts(
+                tokenizer,
+                parts,
+                measure,
+                n,
+                cut,
+                present,
+                keep_end=keep_end,
+                limit=limit,
+                min_keep=budget.min_keep_tokens,
+                where=where,
+            )
     if n > limit:
-        text, n = _cut_texts(tokenizer, parts, measure, budget, n, cut, f"pair {pair.key}: {task}")
+        raise PromptTooLongError(
+            f"{where} prompt has {n} tokens > {limit} even after dropping earlier turns and "
+            f"cutting responses and critiques to {budget.min_keep_tokens} tokens; the final "
+            f"query and instructions are never cut: raise {budget.limit_name(task)}"
+        )
+    assert text is not None  # n > limit at first, so some step above measured the prompt
     return Prompt(text, n, True, cut)
 
 
@@ -290,35 +340,35 @@ def _cut_texts(
     tokenizer: Any,
     parts: _Parts,
     measure: _Measure,
-    budget: PromptBudget,
     n: int,
     cut: dict[str, int],
+    keys: tuple[str, ...],
+    *,
+    keep_end: bool,
+    limit: int,
+    min_keep: int,
     where: str,
-) -> tuple[str, int]:
-    """Policy step 2: cut responses/critiques from their end, proportionally to their length.
+) -> tuple[_Parts, str, int]:
+    """Policy steps 2 and 3: cut the texts `keys` proportionally to their length, from their end
+    (or, with `keep_end`, from their start) until the prompt fits; when they cannot make it fit,
+    every one of them is cut to its floor and the caller goes on (or gives up).
 
     Re-tokenising a cut text need not give exactly the tokens kept, so the cut is re-planned with
     the remaining excess until the rendered prompt fits (a few rounds at most).
     """
-    limit = budget.max_prompt_tokens
-    ids = {k: tokenizer.encode(v, add_special_tokens=False) for k, v in parts.texts.items()}
+    ids = {k: tokenizer.encode(parts.texts[k], add_special_tokens=False) for k in keys}
+    lengths = {k: len(v) for k, v in ids.items()}
+    floor = {k: max(0, n_k - min_keep) for k, n_k in lengths.items()}  # all each can give
     marker_cost = len(tokenizer.encode("\n" + TRUNCATION_MARKER, add_special_tokens=False))
-    needed = n - limit + marker_cost * len(ids)
+    needed = n - limit + marker_cost * len(keys)
     for _ in range(8):
-        plan = _proportional_cuts(
-            {k: len(v) for k, v in ids.items()}, needed, budget.min_keep_tokens
-        )
-        if plan is None:
-            raise PromptTooLongError(
-                f"{where} prompt has {n} tokens > {limit} even after dropping earlier turns and "
-                f"cutting responses to {budget.min_keep_tokens} tokens; the final query and "
-                "instructions are never cut: raise max_prompt_tokens"
-            )
-        texts = {k: _cut_end(tokenizer, parts.texts[k], ids[k], c) for k, c in plan.items()}
-        text, n_new = measure(replace(parts, texts=texts))
-        if n_new <= limit:
+        plan = _proportional_cuts(lengths, needed, min_keep) or floor
+        texts = {k: _cut(tokenizer, parts.texts[k], ids[k], c, keep_end) for k, c in plan.items()}
+        cut_parts = replace(parts, texts={**parts.texts, **texts})
+        text, n_new = measure(cut_parts)
+        if n_new <= limit or plan == floor:
             cut.update({k: c for k, c in plan.items() if c})
-            return text, n_new
+            return cut_parts, text, n_new
         needed += n_new - limit
     raise PromptTooLongError(f"{where} prompt: truncation did not converge under {limit} tokens")
 
@@ -342,9 +392,13 @@ def _proportional_cuts(
     return cuts(hi)
 
 
-def _cut_end(tokenizer: Any, text: str, ids: list[int], n_cut: int) -> str:
+def _cut(tokenizer: Any, text: str, ids: list[int], n_cut: int, keep_end: bool) -> str:
+    """`text` less `n_cut` tokens from its end (or its start, with `keep_end`), marked."""
     if n_cut <= 0:
         return text
-    kept = tokenizer.decode(ids[: len(ids) - n_cut], clean_up_tokenization_spaces=False)
+    kept_ids = ids[n_cut:] if keep_end else ids[: len(ids) - n_cut]
+    kept = tokenizer.decode(kept_ids, clean_up_tokenization_spaces=False)
     # A cut inside a multi-byte character decodes to U+FFFD: drop that debris.
+    if keep_end:
+        return TRUNCATION_MARKER + "\n" + kept.lstrip("\ufffd").lstrip()
     return kept.rstrip("\ufffd").rstrip() + "\n" + TRUNCATION_MARKER

@@ -87,10 +87,6 @@ class ReflectConfig:
         "Which generated tokens the confidence reads (choice): 'all' (the only rule implemented).",
         "all",
     )
-    critique_with_result: bool = doc(
-        "Show a critique's <Result> line to the reflection task (choice; default: analysis only).",
-        False,
-    )
     seed: int = doc(
         "Seed of stage-1 sampling and of every random draw (slots, random anchor/winners); "
         "unset in a params file = run.seed (one master seed).",
@@ -342,12 +338,17 @@ def run_reflectrm(
     tokenizer: Any,
     cfg: ReflectConfig | None = None,
     budget: Any = None,
+    *,
+    critique_with_result: bool = False,
+    enable_thinking: bool = False,
 ) -> ReflectResult:
     """The whole method and its baselines on `pairs` (and their swaps when cfg.both_orders).
 
     Generation goes through `backend` only (pass a CachedBackend so everything is stored): one
     call for all stage-1 samples, one for the greedy baseline, one for all reflections.
-    `budget` is a `rmlib.prompts.PromptBudget` (None = its defaults).
+    `budget` is a `rmlib.prompts.PromptBudget` (None = its defaults; its reflection limit
+    applies to stage 2). How prompts are shown is the run's, not inference's: the pipeline passes
+    `prompts.critique_with_result` and `model.enable_thinking`.
     """
     from rmlib import judge  # late: judge imports this module's `confidence`
 
@@ -362,6 +363,7 @@ def run_reflectrm(
         params=cfg.sampling_params(),
         budget=budget,
         confidence_fraction=cfg.confidence_fraction,
+        enable_thinking=enable_thinking,
     )
     greedy = (
         judge.judge_pairs(
@@ -372,6 +374,7 @@ def run_reflectrm(
             params=cfg.greedy_params(),
             budget=budget,
             confidence_fraction=cfg.confidence_fraction,
+            enable_thinking=enable_thinking,
         )
         if cfg.run_greedy
         else rollouts.iloc[0:0].copy()
@@ -379,7 +382,8 @@ def run_reflectrm(
     plans = [
         _plan_pair(p, rollouts_by_key, cfg) for p, rollouts_by_key in _with_groups(pairs, rollouts)
     ]
-    reflections = _run_reflections(plans, backend, tokenizer, cfg, budget)
+    shown = {"critique_with_result": critique_with_result, "enable_thinking": enable_thinking}
+    reflections = _run_reflections(plans, backend, tokenizer, cfg, budget, **shown)
     reflections = _annotate_reflections(reflections, plans)
     predictions = _predictions(plans, reflections, greedy, rollouts, cfg)
     counts = _counts(rollouts, greedy, reflections, plans)
@@ -387,7 +391,14 @@ def run_reflectrm(
 
 
 def _run_reflections(
-    plans: list[_PairPlan], backend: Backend, tokenizer: Any, cfg: ReflectConfig, budget: Any
+    plans: list[_PairPlan],
+    backend: Backend,
+    tokenizer: Any,
+    cfg: ReflectConfig,
+    budget: Any,
+    *,
+    critique_with_result: bool,
+    enable_thinking: bool,
 ) -> pd.DataFrame:
     """Stage 2 for every pair and anchor: one backend call per round.
 
@@ -440,7 +451,8 @@ def _run_reflections(
             tokenizer,
             params=cfg.reflection_params(),
             budget=budget,
-            critique_with_result=cfg.critique_with_result,
+            critique_with_result=critique_with_result,
+            enable_thinking=enable_thinking,
             failure_policy=cfg.reflection_failure,
         )
         won = df[df["other_wins"].astype(bool)]

@@ -87,6 +87,10 @@ BAD_PARAMS = [
     ),
     ({"sweep": {"grpo.bta": [0.0, 0.1]}}, r"sweep point .*unknown key 'grpo.bta'"),
     (
+        {"prompts": {"max_prompt_tokens": 4096, "max_reflection_prompt_tokens": 2048}},
+        r"'prompts': max_reflection_prompt_tokens \(2048\) must be >= max_prompt_tokens \(4096\)",
+    ),
+    (
         {"sweep": {"inference.n_samples": 4}},
         r"'sweep.inference.n_samples' must be a non-empty list",
     ),
@@ -98,6 +102,49 @@ def test_every_mistake_is_one_line_naming_the_key_the_value_and_what_is_allowed(
     with pytest.raises(ConfigError, match=message) as e:
         config_from_dict(data, source="bad.yaml")
     assert str(e.value).startswith("bad.yaml") and "\n" not in str(e.value)
+
+
+# Keys that moved to one home: a file still setting one is told the new key, in one line.
+MOVED = [
+    ("grpo", "enable_thinking", True, "model.enable_thinking"),
+    ("warmup", "critique_with_result", True, "prompts.critique_with_result"),
+    ("mix", "critique_with_result", True, "prompts.critique_with_result"),
+    ("inference", "critique_with_result", True, "prompts.critique_with_result"),
+]
+
+
+@pytest.mark.parametrize("section, key, value, new", MOVED, ids=lambda v: str(v))
+def test_a_moved_key_is_refused_with_its_new_home(tmp_path, section, key, value, new):
+    p = tmp_path / "old.yaml"
+    # an unknown key listed first: the moved key's pointer is still the line given
+    p.write_text(f"{section}:\n  aaa_unknown: 1\n  {key}: {str(value).lower()}\n")
+    with pytest.raises(ConfigError) as e:
+        load_config(p)
+    line = str(e.value)
+    assert f"'{section}.{key}' moved to '{new}'" in line and "\n" not in line
+    assert line.startswith(str(p))
+    with pytest.raises(ConfigError, match=f"'{section}.{key}' moved to '{new}'"):
+        config_from_dict({"sweep": {f"{section}.{key}": [True, False]}})
+    section_name, field_name = new.split(".")
+    cfg = config_from_dict({section_name: {field_name: value}})  # the new home takes it
+    assert getattr(getattr(cfg, section_name), field_name) is value
+
+
+def test_one_home_for_each_shared_prompt_setting():
+    """enable_thinking and critique_with_result live in exactly one section each."""
+    import dataclasses
+
+    from rmlib.config import _section_class
+
+    homes = {
+        key: [n for n in SECTIONS if key in {f.name for f in dataclasses.fields(_section_class(n))}]
+        for key in ("enable_thinking", "critique_with_result", "max_reflection_prompt_tokens")
+    }
+    assert homes == {
+        "enable_thinking": ["model"],
+        "critique_with_result": ["prompts"],
+        "max_reflection_prompt_tokens": ["prompts"],
+    }
 
 
 @pytest.mark.parametrize("section", sorted(SECTIONS))
@@ -146,6 +193,11 @@ def test_defaults_match_the_paper_where_it_states_them():
     assert cfg.rollouts.n_samples == 8 and cfg.mix.ratio == "4:1"
     assert cfg.grpo.num_generations == 8 and cfg.grpo.beta == 1e-3
     assert cfg.grpo.max_completion_length == 1024 and cfg.model.enable_thinking is False
+    # the judgment prompt's budget is ConsistRM's 4,096; a reflection prompt (pair + two
+    # critiques of up to 1,024 tokens) gets its own ~8k
+    assert cfg.prompts.max_prompt_tokens == 4096
+    assert cfg.prompts.max_reflection_prompt_tokens == 8192
+    assert cfg.prompts.critique_with_result is False
 
 
 def test_sweep_grid_expands():
@@ -194,9 +246,12 @@ def test_vllm_engine_settings_of_a_run():
     over = {"generation.backend": "vllm", "generation.adapters": "lora"}
     cfg = load_config(ROOT / "params" / "smoke.yaml", over)
     s = vllm_settings(cfg, "/models/base", "fp32")
-    # one engine for base and the trained adapters, long enough for any prompt + generation
+    # one engine for base and the trained adapters, long enough for any prompt + generation:
+    # stage 2's reflection prompts (the larger budget) pass through it too
     assert s.enable_lora and s.max_lora_rank == cfg.grpo.lora_r
-    assert s.max_model_len == cfg.prompts.max_prompt_tokens + 24 and s.dtype == "float32"
+    assert cfg.prompts.max_reflection_prompt_tokens > cfg.prompts.max_prompt_tokens
+    assert s.max_model_len == cfg.prompts.max_reflection_prompt_tokens + 24
+    assert s.dtype == "float32"
     assert s.enforce_eager  # no CUDA here: eager (a compile would take minutes)
     base_only = load_config(ROOT / "params" / "smoke.yaml", {"eval.models": ["base"]})
     assert not vllm_settings(base_only, "/models/base", "fp32").enable_lora

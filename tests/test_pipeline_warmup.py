@@ -36,3 +36,41 @@ def test_warmup_is_redone_when_its_settings_change(tmp_path, monkeypatch):
     assert calls == [1.0, 2.0]
     summary = json.loads((run.path / "models" / "warmup.json").read_text())
     assert summary["settings"]["epochs"] == 2.0 and summary["examples"] == 8
+
+
+def test_warmup_gets_the_runs_prompt_settings_and_is_redone_when_they_change(tmp_path, monkeypatch):
+    import rmlib.training.sft as sft
+
+    seen = []
+
+    def fake_run_warmup(pairs, cfg, adapter_dir, *, merged_dir, **kw):
+        seen.append(kw)
+        merged_dir.mkdir(parents=True)
+        (merged_dir / "config.json").write_text("{}")
+        return SimpleNamespace(n_examples=len(pairs), steps=1, train_loss=0.5)
+
+    monkeypatch.setattr(sft, "run_warmup", fake_run_warmup)
+    run = RunFolder(tmp_path / "run")
+
+    def warm(**sections):
+        data = {"model": {"backbone": "embedded:tiny-qwen3"}, "warmup": {"enabled": True}}
+        for name, values in sections.items():
+            data.setdefault(name, {}).update(values)
+        pipeline.format_warmup(config_from_dict(data), run)
+
+    warm()
+    assert seen[-1]["critique_with_result"] is False and seen[-1]["enable_thinking"] is False
+    assert seen[-1]["budget"].max_reflection_prompt_tokens == 8192
+    warm()
+    assert len(seen) == 1  # same prompts: reused
+    for change in (
+        {"prompts": {"critique_with_result": True}},
+        {"model": {"enable_thinking": True}},
+        {"prompts": {"max_reflection_prompt_tokens": 6000}},
+    ):
+        before = len(seen)
+        warm(**change)
+        assert len(seen) == before + 1, change  # the examples' prompts changed: trained again
+    assert seen[1]["critique_with_result"] is True
+    assert seen[2]["enable_thinking"] is True
+    assert seen[3]["budget"].max_reflection_prompt_tokens == 6000

@@ -103,6 +103,42 @@ def test_grpo_steps_follow_trl_batching():
     assert planner.grpo_schedule(quick.grpo, 7)["steps"] == 0  # < 8 prompts: nothing to train
 
 
+def test_reflection_prompts_are_planned_at_their_own_budget():
+    cfg = _profile("qwen3-4b-quick")
+    inf, budgets = cfg.inference, cfg.prompts
+    assert (budgets.max_prompt_tokens, budgets.max_reflection_prompt_tokens) == (4096, 8192)
+    # stage 1 at the judgment budget; the first reflection prompt at the reflection budget, each
+    # later one adding its two critiques
+    reflections = (inf.n_samples - 1) * 2  # the anchor's and the random anchor's
+    assert planner.eval_calls(cfg)["prompt_tokens"] == (
+        4096 + 8192 + (reflections - 1) * 2 * inf.max_new_tokens
+    )
+    narrow = _profile("qwen3-4b-quick", **{"prompts.max_reflection_prompt_tokens": 4096})
+    wide, small = _rows(planner.plan(cfg)), _rows(planner.plan(narrow))
+    assert (
+        wide["04_inference"]["prompt_tokens_upper_bound"]
+        > (small["04_inference"]["prompt_tokens_upper_bound"])
+    )
+    # the unified mix holds Refl. items: a micro-batch may be at the reflection budget
+    assert wide["03_training"]["peak_gpu_gib"] > small["03_training"]["peak_gpu_gib"]
+    assert (
+        wide["03_training"]["prompt_tokens_upper_bound"]
+        > (small["03_training"]["prompt_tokens_upper_bound"])
+    )
+    assert wide["02_rollouts"] == small["02_rollouts"]  # rollouts are judgment prompts only
+    # a Pref.-only mix (rft) never holds a reflection prompt: its training is at the judgment
+    # budget whatever the reflection budget
+    rft = {"eval.models": ["base", "rft"]}
+    rft_wide = _rows(planner.plan(_profile("qwen3-4b-quick", **rft)))["03_training"]
+    rft_small = _rows(
+        planner.plan(
+            _profile("qwen3-4b-quick", **rft, **{"prompts.max_reflection_prompt_tokens": 4096})
+        )
+    )["03_training"]
+    assert rft_wide["peak_gpu_gib"] == rft_small["peak_gpu_gib"]
+    assert rft_wide["prompt_tokens_upper_bound"] == rft_small["prompt_tokens_upper_bound"]
+
+
 def test_mix_caps_keep_the_ratio():
     cfg = _profile("qwen3-4b-quick", **{"mix.max_pref": 100})
     assert planner.mix_items_upper_bound(cfg, "unified", 1_000) == {

@@ -263,18 +263,71 @@ def test_turns_then_responses(qwen):
     assert p.cut["response1"] > 0 and p.cut["response2"] > 0
 
 
-def test_refl_prompt_cuts_critiques_too(qwen):
+def test_each_task_has_its_own_budget(qwen):
+    pair = make_pair(r1=" ".join(f"word{i}" for i in range(600)))
+    tight_pref = PromptBudget(max_prompt_tokens=400, max_reflection_prompt_tokens=100_000)
+    assert tight_pref.limit("pref") == 400 and tight_pref.limit("refl") == 100_000
+    pref = build_pref_prompt(qwen, pair, tight_pref)
+    assert pref.truncated and pref.n_tokens <= 400
+    assert not build_refl_prompt(qwen, pair, CRIT_A, CRIT_B, tight_pref).truncated
+    tight_refl = PromptBudget(max_prompt_tokens=100_000, max_reflection_prompt_tokens=500)
+    assert not build_pref_prompt(qwen, pair, tight_refl).truncated
+    refl = build_refl_prompt(qwen, pair, CRIT_A, CRIT_B, tight_refl)
+    assert refl.truncated and refl.n_tokens <= 500
+
+
+def test_refl_prompt_cuts_the_responses_before_the_critiques(qwen):
     pair = make_pair(r1="first " * 400, r2="second " * 400)
     c1 = (
-        "<Analysis>"
-        + "reason " * 800
-        + "</Analysis><Result>Response 1 is better than Response 2</Result>"
-    )  # noqa: E501
-    p = build_refl_prompt(qwen, pair, c1, CRIT_B, PromptBudget(max_prompt_tokens=900))
-    assert p.truncated and p.n_tokens <= 900
-    assert {"response1", "response2", "critique1"} <= set(p.cut)
-    assert "critique2" not in p.cut  # short: below the keep floor
-    assert "Response 2 is shorter and fine." in p.text
+        "<Analysis>" + "reason " * 300 + "Hence Response 1 wins.</Analysis>"
+        "<Result>Response 1 is better than Response 2</Result>"
+    )
+    full = build_refl_prompt(qwen, pair, c1, CRIT_B)
+    budget = PromptBudget(max_reflection_prompt_tokens=full.n_tokens - 300)
+    p = build_refl_prompt(qwen, pair, c1, CRIT_B, budget)
+    assert p.truncated and p.n_tokens <= budget.max_reflection_prompt_tokens
+    assert set(p.cut) == {"response1", "response2"}  # the responses had room enough
+    assert analysis_text(c1) in p.text and "Response 2 is shorter and fine." in p.text
+
+
+def test_long_reflection_prompt_keeps_both_critiques_conclusions(qwen):
+    r1, r2 = "first " * 400, "second " * 400
+    pair = make_pair(r1=r1, r2=r2)
+    end1 = "CONCLUSION ONE: Response 1 is better."
+    end2 = "CONCLUSION TWO: Response 2 is better."
+    c1 = (
+        "<Analysis>" + " ".join(f"step{i}" for i in range(800)) + f" {end1}</Analysis>"
+        "<Result>Response 1 is better than Response 2</Result>"
+    )
+    c2 = (
+        "<Analysis>" + " ".join(f"point{i}" for i in range(500)) + f" {end2}</Analysis>"
+        "<Result>Response 2 is better than Response 1</Result>"
+    )
+    budget = PromptBudget(max_reflection_prompt_tokens=900)
+    p = build_refl_prompt(qwen, pair, c1, c2, budget)
+    assert p.truncated and p.n_tokens <= 900 and p.n_tokens == count_tokens(qwen, p.text)
+    # the responses gave all they could (down to the floor) before any critique was cut
+    for key, text in (("response1", r1), ("response2", r2)):
+        assert p.cut[key] == count_tokens(qwen, text) - budget.min_keep_tokens
+    assert p.cut["critique1"] > 0 and p.cut["critique2"] > 0
+    # each critique lost its start, never its end: both conclusions are in the prompt
+    for i, end, first in ((1, end1, "step0 "), (2, end2, "point0 ")):
+        body = p.text.split(f"[Critique {i} begins]\n")[1].split(f"\n[Critique {i} ends]")[0]
+        assert body.startswith(TRUNCATION_MARKER + "\n") and body.endswith(end)
+        assert first not in body
+    # responses are cut from their end, as in the Pref. task
+    body1 = p.text.split("[Response 1 begins]\n")[1].split("\n[Response 1 ends]")[0]
+    assert body1.startswith("first first") and body1.endswith("\n" + TRUNCATION_MARKER)
+    assert QUERY in p.text and p.text.endswith(NON_THINKING_OPENING)
+
+
+def test_refl_prompt_renders_the_thinking_switch(qwen):
+    pair = make_pair(r1="first " * 400)
+    budget = PromptBudget(max_reflection_prompt_tokens=300)
+    thinking = build_refl_prompt(qwen, pair, CRIT_A, CRIT_B, budget, enable_thinking=True)
+    assert thinking.truncated and thinking.n_tokens <= 300
+    assert thinking.text.endswith("<|im_start|>assistant\n") and "<think>" not in thinking.text
+    assert build_refl_prompt(qwen, pair, CRIT_A, CRIT_B, budget).text.endswith(NON_THINKING_OPENING)
 
 
 def test_too_small_budget_raises(qwen):
@@ -284,6 +337,8 @@ def test_too_small_budget_raises(qwen):
     huge_query = make_pair(query="Why? " * 2000)
     with pytest.raises(PromptTooLongError, match="p1"):
         build_pref_prompt(qwen, huge_query, PromptBudget(max_prompt_tokens=1000))
+    with pytest.raises(PromptTooLongError, match="raise max_reflection_prompt_tokens"):
+        build_refl_prompt(qwen, pair, CRIT_A, CRIT_B, PromptBudget(max_reflection_prompt_tokens=60))
 
 
 def test_error_policy_never_truncates(qwen):
@@ -295,8 +350,11 @@ def test_error_policy_never_truncates(qwen):
 
 def test_budget_validates():
     assert PromptBudget().max_prompt_tokens == 4096
+    assert PromptBudget().max_reflection_prompt_tokens == 8192
     assert PromptBudget().policy in POLICIES
     with pytest.raises(ValueError, match="policy"):
         PromptBudget(policy="cut_the_middle")
     with pytest.raises(ValueError):
         PromptBudget(max_prompt_tokens=0)
+    with pytest.raises(ValueError):
+        PromptBudget(max_reflection_prompt_tokens=0)

@@ -425,6 +425,69 @@ def test_truncated_prompts_are_counted(tokenizer):
     assert trunc == {"t:A:given": False, "t:B:given": False, "t:C:given": False, "t:D:given": True}
 
 
+class RecordingBackend(ScriptedBackend):
+    """The scripted backend, keeping every prompt it is sent."""
+
+    def __init__(self, script):
+        super().__init__(script)
+        self.prompts: list[str] = []
+
+    def generate(self, prompts, params, n=1, offset=0):
+        self.prompts.extend(prompts)
+        return super().generate(prompts, params, n, offset)
+
+
+def _critiques(prompt: str) -> str:
+    return prompt.split("## Critiques for Judgment")[1].split("## Output format")[0]
+
+
+def test_the_runs_prompt_switches_reach_every_stage(tokenizer):
+    """critique_with_result and enable_thinking come from the run (prompts / model sections),
+    not from ReflectConfig: stage 1, the greedy baseline and stage 2 all render with them."""
+    assert "critique_with_result" not in {f.name for f in dataclasses.fields(ReflectConfig)}
+    default = RecordingBackend(SCRIPT)
+    run_reflectrm(_pairs(), default, tokenizer, _cfg())
+    on = RecordingBackend(SCRIPT)
+    res = run_reflectrm(
+        _pairs(), on, tokenizer, _cfg(), critique_with_result=True, enable_thinking=True
+    )
+    assert len(res.reflections) and len(on.prompts) == len(default.prompts)
+    for prompt in default.prompts:
+        assert prompt.endswith("<|im_start|>assistant\n<think>\n\n</think>\n\n")
+    for prompt in on.prompts:
+        assert prompt.endswith("<|im_start|>assistant\n") and "<think>" not in prompt
+    refl_on = [p for p in on.prompts if "## Critiques for Judgment" in p]
+    refl_off = [p for p in default.prompts if "## Critiques for Judgment" in p]
+    assert refl_on and all(_critiques(p).count("<Result>") == 2 for p in refl_on)
+    assert refl_off and all("<Result>" not in _critiques(p) for p in refl_off)
+
+
+def test_stage2_prompts_have_their_own_budget(tokenizer):
+    """Stage-1 prompts are fitted to max_prompt_tokens, stage-2 prompts to
+    max_reflection_prompt_tokens: a pair cut for judging is shown whole to the reflection task
+    when the reflection budget holds it."""
+    from rmlib.prompts import PromptBudget, build_pref_prompt
+
+    long_a = make_pair("A", 1, r1_extra=" filler" * 1500)
+    pairs = [long_a, *(make_pair(p, LABELS[p]) for p in "BCD")]
+    short = max(build_pref_prompt(tokenizer, p).n_tokens for p in pairs[1:])
+    pref_budget = short + 400
+    roomy = PromptBudget(max_prompt_tokens=pref_budget, max_reflection_prompt_tokens=100_000)
+    backend = RecordingBackend(SCRIPT)
+    res = run_reflectrm(pairs, backend, tokenizer, _cfg(), budget=roomy)
+    assert res.counts["truncated_prompts"] == {"judgment_pairs": 1, "reflection_calls": 0}
+    refl_a = [p for p in backend.prompts if "## Critiques" in p and "case A?" in p]
+    assert refl_a and all("filler filler" in p and "[… truncated …]" not in p for p in refl_a)
+    assert all(len(tokenizer(p)["input_ids"]) > pref_budget for p in refl_a)
+
+    tight = PromptBudget(max_prompt_tokens=pref_budget, max_reflection_prompt_tokens=pref_budget)
+    again = run_reflectrm(pairs, RecordingBackend(SCRIPT), tokenizer, _cfg(), budget=tight)
+    a_calls = int((again.reflections["key"] == "t:A:given").sum())
+    assert a_calls and again.counts["truncated_prompts"]["reflection_calls"] == a_calls
+    # the same verdicts: the critiques (short here) were never what got cut
+    assert again.predictions["verdict"].equals(res.predictions["verdict"])
+
+
 def test_majority_at_k(run):
     result, _ = run
     m = majority_at_k(result.rollouts, ks=(1, 2, 4))

@@ -68,7 +68,7 @@ def mix(tmp_path_factory):
     return tiny_mix(tmp_path_factory.mktemp("mix"))
 
 
-def tiny_mix(root: Path):
+def tiny_mix(root: Path, enable_thinking: bool = False):
     """A real mix (3 items: Pref. and Refl.) from scripted rollouts of demo pairs."""
     pairs = load_demo(split="train", n=2, seed=0).pairs
     rows = []
@@ -91,6 +91,7 @@ def tiny_mix(root: Path):
         load_tokenizer(TINY_QWEN3),
         TrainMixConfig(ratio="1:2"),
         backbone=TINY_QWEN3,
+        enable_thinking=enable_thinking,
     )
     assert sorted(m.dataset["task"]) == ["pref", "refl", "refl"]
     path = m.save(root / "mix")
@@ -145,9 +146,11 @@ def test_train_grpo_saves_adapter_and_model_card(mix, tmp_path):
         seed=5,
         reward_funcs=[length_reward],
         verbose=False,
+        enable_thinking=True,
     )
     assert (out / "adapter_config.json").exists() and (out / "adapter_model.safetensors").exists()
     card = (out / "README.md").read_text()
+    assert "- thinking mode: on" in card  # the run's model.enable_thinking, not a GRPO copy
     assert f"base_model: {TINY_QWEN3}" in card and "| 1 | 2 | 3 | 2 |" in card  # Pref./Refl./Sum
     assert "| beta | 0.001 |" in card and "- seed: 5" in card
     assert "Not evaluated yet" in card and EVAL_START in card
@@ -156,13 +159,19 @@ def test_train_grpo_saves_adapter_and_model_card(mix, tmp_path):
     assert "| demo | 0.5 |" in filled and "Not evaluated yet" not in filled
     settings = json.loads((out / "training_settings.json").read_text())
     assert settings["global_step"] == 1 and settings["provenance"]["counts"]["refl"] == 2
+    assert settings["enable_thinking"] is True and "enable_thinking" not in settings["settings"]
     # rewriting the card (a later save) keeps the evaluation figures
     from rmlib.training.grpo import write_model_card
 
     write_model_card(out, settings)
     assert "| demo | 0.5 |" in (out / "README.md").read_text()
     assert filled.count(EVAL_END) == 1
-    # a finished run called again with the same settings is not redone
+    # a finished run called again with the same settings is not redone; another thinking mode
+    # is another run
+    from rmlib.training.grpo import _finished
+
+    n = len(m.dataset)
+    assert not _finished(out, tiny_settings(max_steps=1), TINY_QWEN3, "nf4", n, False)
     stamp = (out / "adapter_model.safetensors").stat().st_mtime_ns
     again = train_grpo(
         m.dataset,
@@ -171,6 +180,7 @@ def test_train_grpo_saves_adapter_and_model_card(mix, tmp_path):
         backbone=TINY_QWEN3,
         reward_funcs=[length_reward],
         verbose=False,
+        enable_thinking=True,
     )
     assert again == out and (out / "adapter_model.safetensors").stat().st_mtime_ns == stamp
 
@@ -325,6 +335,32 @@ def test_epoch_order_does_not_depend_on_history():
     assert sorted(order(fresh, 2)) == sorted(list(range(7)) * 2)
 
 
+@pytest.mark.parametrize("thinking", [True, False])
+def test_trl_renders_the_mix_with_the_runs_thinking_switch(tmp_path, thinking):
+    """grpo_args passes the run's model.enable_thinking to TRL (chat_template_kwargs; GRPOSettings
+    has no copy), and TRL's tokenization of the mix's prompts, as GRPOTrainer calls it, is then
+    exactly the prompt each item was fitted and counted as."""
+    from dataclasses import fields
+
+    from rmlib.training.grpo import grpo_args
+
+    assert "enable_thinking" not in {f.name for f in fields(GRPOSettings)}
+    args = grpo_args(tiny_settings(), tmp_path / "out", enable_thinking=thinking)
+    assert args.chat_template_kwargs == {"enable_thinking": thinking}
+    m, _ = tiny_mix(tmp_path, enable_thinking=thinking)
+    tokenizer = load_tokenizer(TINY_QWEN3)
+    for row in m.dataset:
+        ids = tokenizer.apply_chat_template(
+            conversation=[row["prompt"]],
+            add_generation_prompt=True,
+            tokenize=True,
+            return_dict=True,
+            **args.chat_template_kwargs,
+        )["input_ids"][0]
+        assert len(ids) == row["prompt_tokens"]
+        assert ("<think>" in tokenizer.decode(ids)) is not thinking
+
+
 def test_settings_validation():
     with pytest.raises(ValueError, match="multiple of generation_batch_size"):
         GRPOSettings(
@@ -355,6 +391,18 @@ def test_command_line_overrides():
         _parse_set(["max_step=3"])
     with pytest.raises(SystemExit):
         main(["--help"])
+
+
+def test_command_line_trains_with_the_mixs_thinking_switch(tmp_path, monkeypatch):
+    """The mix was fitted under model.enable_thinking (its provenance says which): the command
+    line trains with that switch, having no parameter of its own for it."""
+    import rmlib.training.grpo as grpo
+
+    _, path = tiny_mix(tmp_path, enable_thinking=True)
+    seen = {}
+    monkeypatch.setattr(grpo, "train_grpo", lambda *a, **kw: seen.update(kw) or tmp_path)
+    grpo.main(["--mix", str(path), "--output", str(tmp_path / "o"), "--backbone", TINY_QWEN3])
+    assert seen["enable_thinking"] is True
 
 
 def test_cpu_log_probs_equal_trls_fused_path(mix, tmp_path):

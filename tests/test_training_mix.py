@@ -380,9 +380,9 @@ def test_items_hold_the_right_prompts_and_labels(hand_case, tokenizer):
     assert set(labels) <= {1, 2}
 
 
-def test_truncated_prompts_follow_our_budget(tokenizer):
+def _long_pair() -> Pair:
     pair = load_demo(split="train", n=1, seed=0).pairs[0]
-    long = Pair(
+    return Pair(
         id="long",
         source="demo",
         subset="x",
@@ -392,15 +392,49 @@ def test_truncated_prompts_follow_our_budget(tokenizer):
         label=1,
         meta=pair.meta,
     )
+
+
+def test_truncated_prompts_follow_our_budget(tokenizer):
+    long = _long_pair()
     rollouts = rollouts_for([long], ["cw"])
-    budget = PromptBudget(max_prompt_tokens=400)
+    # each task its own limit: Pref. items 400 tokens, Refl. items 500
+    budget = PromptBudget(max_prompt_tokens=400, max_reflection_prompt_tokens=500)
     mix = build_mix(rollouts, [long], tokenizer, TrainMixConfig(ratio="1:1"), budget=budget)
-    assert len(mix.dataset) == 2
+    assert sorted(mix.dataset["task"]) == ["pref", "refl"]
     for row in mix.dataset:
-        assert row["truncated_prompt"] and row["prompt_tokens"] <= 400
+        limit = budget.limit(row["task"])
+        assert row["truncated_prompt"] and limit - 50 < row["prompt_tokens"] <= limit
         text = render(tokenizer, row["prompt"])
         assert len(tokenizer(text, add_special_tokens=False)["input_ids"]) == row["prompt_tokens"]
         assert "[… truncated …]" in row["prompt"][0]["content"]
+    assert mix.provenance["budget"]["max_reflection_prompt_tokens"] == 500
+
+
+def test_the_runs_prompt_switches_reach_every_item(tokenizer):
+    """critique_with_result and enable_thinking are the caller's (the run's prompts and model
+    sections): Refl. critiques show their <Result> line, and truncated items are recovered under
+    the thinking switch TRL will render them with."""
+    long = _long_pair()
+    rollouts = rollouts_for([long], ["cw"])
+    budget = PromptBudget(max_prompt_tokens=400, max_reflection_prompt_tokens=500)
+    cfg = TrainMixConfig(ratio="1:1")
+    shown = build_mix(
+        rollouts, [long], tokenizer, cfg, budget=budget, critique_with_result=True
+    ).dataset
+    refl = next(r for r in shown if r["task"] == "refl")["prompt"][0]["content"]
+    critiques = refl.split("## Critiques for Judgment")[1].split("## Output format")[0]
+    assert critiques.count("<Result>") == 2
+    hidden = build_mix(rollouts, [long], tokenizer, cfg, budget=budget).dataset
+    refl = next(r for r in hidden if r["task"] == "refl")["prompt"][0]["content"]
+    assert "<Result>" not in refl.split("## Critiques for Judgment")[1].split("## Output format")[0]
+
+    thinking = build_mix(rollouts, [long], tokenizer, cfg, budget=budget, enable_thinking=True)
+    assert thinking.provenance["enable_thinking"] is True
+    assert thinking.provenance["critique_with_result"] is False
+    for row in thinking.dataset:
+        text = render(tokenizer, row["prompt"], enable_thinking=True)
+        assert "<think>" not in text  # rendered with the switch the item was fitted under
+        assert len(tokenizer(text, add_special_tokens=False)["input_ids"]) == row["prompt_tokens"]
 
 
 def test_bad_rollout_tables_are_located(hand_case, tokenizer):

@@ -45,6 +45,40 @@ def test_examples_are_correct_judgments_of_both_tasks(tokenizer):
     assert ds.to_list() == warmup_dataset(tokenizer, pairs, cfg, seed=0).to_list()  # seeded
 
 
+def test_examples_follow_the_runs_prompt_settings(tokenizer):
+    """The run's prompts.critique_with_result, model.enable_thinking and the reflection budget
+    reach the warm-up examples (the pipeline passes them; WarmupConfig has no copy of its own)."""
+    cfg = WarmupConfig(n_examples=8, refl_share=0.5)
+    pairs = warmup_pairs(cfg, seed=0)
+    budget = PromptBudget(max_prompt_tokens=2048, max_reflection_prompt_tokens=4096)
+    ds = warmup_dataset(
+        tokenizer, pairs, cfg, budget=budget, critique_with_result=True, enable_thinking=True
+    )
+    assert ds["task"].count("refl") == 4
+    for pair, row in zip(pairs, ds, strict=True):
+        assert row["prompt"].endswith("<|im_start|>assistant\n") and "<think>" not in row["prompt"]
+        if row["task"] == "pref":
+            expected = build_pref_prompt(tokenizer, pair, budget, enable_thinking=True)
+            assert row["prompt"] == expected.text
+        else:
+            critiques = row["prompt"].split("## Critiques for Judgment")[1].split("## Output")[0]
+            assert critiques.count("<Result>") == 2  # shown with their result lines
+
+    # a reflection limit below the longest Refl. example cuts it, and no Pref. example
+    def tokens(text: str) -> int:
+        return len(tokenizer(text, add_special_tokens=False)["input_ids"])
+
+    plain = warmup_dataset(tokenizer, pairs, cfg, budget=budget)
+    longest = max(tokens(r["prompt"]) for r in plain if r["task"] == "refl")
+    tight = PromptBudget(max_prompt_tokens=2048, max_reflection_prompt_tokens=longest - 30)
+    cut = warmup_dataset(tokenizer, pairs, cfg, budget=tight)
+    assert any("[… truncated …]" in r["prompt"] for r in cut if r["task"] == "refl")
+    for before, after in zip(plain, cut, strict=True):
+        assert tokens(after["prompt"]) <= tight.limit(after["task"])
+        if after["task"] == "pref":
+            assert after["prompt"] == before["prompt"]
+
+
 @pytest.mark.slow
 @pytest.mark.filterwarnings("ignore::UserWarning")
 @pytest.mark.filterwarnings("ignore::FutureWarning")

@@ -152,7 +152,6 @@ class GRPOSettings:
         "Drop completions cut at the cap from the loss (off: they get the penalty instead).",
         False,
     )
-    enable_thinking: bool = doc("Qwen3 thinking mode (off everywhere in the paper).", False)
     save_steps: int = doc("Checkpoint every this many optimizer steps.", 50)
     save_total_limit: int | None = doc("Keep this many newest checkpoints (None = all).", 2)
     logging_steps: int = doc("Log (and write progress.csv) every this many steps.", 1)
@@ -182,8 +181,10 @@ class GRPOSettings:
         False,
     )
     vllm_max_model_length: int | None = doc(
-        "use_vllm: longest prompt + completion the engine accepts; None = the run's prompt "
-        "budget + max_completion_length (the checkpoint's 40,960 would reserve KV for it).",
+        "use_vllm: longest prompt + completion the engine accepts; None = the budget of the "
+        "mix's longest prompts (prompts.max_reflection_prompt_tokens when it holds Refl. items, "
+        "else prompts.max_prompt_tokens) + max_completion_length (the checkpoint's 40,960 "
+        "would reserve KV for it).",
         None,
     )
 
@@ -210,8 +211,13 @@ GRPORecipe = GRPOSettings  # the name used in the issue
 # ---------------------------------------------------------------- configuration
 
 
-def grpo_args(cfg: GRPOSettings, output_dir: str | Path, *, seed: int = 0) -> Any:
-    """The trl.GRPOConfig of our settings (every value explicit; no reporting)."""
+def grpo_args(
+    cfg: GRPOSettings, output_dir: str | Path, *, seed: int = 0, enable_thinking: bool = False
+) -> Any:
+    """The trl.GRPOConfig of our settings (every value explicit; no reporting).
+
+    `enable_thinking` is the run's model.enable_thinking: TRL renders the mix's messages with it
+    (chat_template_kwargs), as every other step renders its prompts."""
     import torch
     from trl import GRPOConfig
 
@@ -242,7 +248,7 @@ def grpo_args(cfg: GRPOSettings, output_dir: str | Path, *, seed: int = 0) -> An
         weight_decay=cfg.weight_decay,
         max_grad_norm=cfg.max_grad_norm,
         mask_truncated_completions=cfg.mask_truncated_completions,
-        chat_template_kwargs={"enable_thinking": cfg.enable_thinking},
+        chat_template_kwargs={"enable_thinking": enable_thinking},
         save_strategy="steps",
         save_steps=cfg.save_steps,
         save_total_limit=cfg.save_total_limit,
@@ -429,10 +435,12 @@ def build_trainer(
     reward_funcs: Sequence[Callable[..., list[float]]] | None = None,
     callbacks: Sequence[Any] = (),
     verbose: bool = True,
+    enable_thinking: bool = False,
 ) -> Any:
     """A ready GRPOTrainer: policy loaded and guarded, LoRA attached, the judgment reward bound.
 
     `reward_funcs` replaces the judgment reward (tests use one that varies within a group).
+    `enable_thinking`: the chat template switch the mix was built with (`grpo_args`).
     """
     import torch
 
@@ -456,7 +464,7 @@ def build_trainer(
         trainer = _trainer_class()(
             model=model,
             reward_funcs=list(reward_funcs),
-            args=grpo_args(cfg, output_dir, seed=seed),
+            args=grpo_args(cfg, output_dir, seed=seed, enable_thinking=enable_thinking),
             train_dataset=dataset,
             processing_class=tokenizer,
             peft_config=lora_config(cfg),
@@ -517,16 +525,18 @@ def train_grpo(
     reward_funcs: Sequence[Callable[..., list[float]]] | None = None,
     callbacks: Sequence[Any] = (),
     verbose: bool = True,
+    enable_thinking: bool = False,
 ) -> Path:
     """Train (or resume) and save the final adapter with its model card; returns output_dir.
 
     `provenance` is the mix's provenance (counts, source, N, ratio) for the model card.
     With `resume`, a run finds its newest complete checkpoint in output_dir and continues; a run
-    that already finished with the same settings, backbone and data size is not redone.
+    that already finished with the same settings, backbone, thinking mode and data size is not
+    redone. `enable_thinking` is the run's model.enable_thinking (`grpo_args`).
     """
     out = Path(output_dir)
     out.mkdir(parents=True, exist_ok=True)
-    if resume and _finished(out, cfg, backbone, precision, len(dataset)):
+    if resume and _finished(out, cfg, backbone, precision, len(dataset), enable_thinking):
         return out
     trainer = build_trainer(
         dataset,
@@ -539,6 +549,7 @@ def train_grpo(
         reward_funcs=reward_funcs,
         callbacks=callbacks,
         verbose=verbose,
+        enable_thinking=enable_thinking,
     )
     checkpoint = last_checkpoint(out) if resume else None
     trainer.train(resume_from_checkpoint=str(checkpoint) if checkpoint else None)
@@ -549,6 +560,7 @@ def train_grpo(
             "precision": precision,
             "seed": trainer.args.seed,
             "settings": asdict(cfg),
+            "enable_thinking": enable_thinking,
             "provenance": provenance or {},
             "global_step": trainer.state.global_step,
             "n_items": len(dataset),
@@ -559,7 +571,9 @@ def train_grpo(
     return out
 
 
-def _finished(out: Path, cfg: GRPOSettings, backbone: str, precision: str, n_items: int) -> bool:
+def _finished(
+    out: Path, cfg: GRPOSettings, backbone: str, precision: str, n_items: int, thinking: bool
+) -> bool:
     """Did a run with these settings already finish in `out` (final adapter saved)?"""
     path = out / SETTINGS_JSON
     if not path.exists() or not (out / "adapter_config.json").exists():
@@ -572,6 +586,7 @@ def _finished(out: Path, cfg: GRPOSettings, backbone: str, precision: str, n_ite
         and meta.get("backbone") == backbone
         and meta.get("precision") == precision
         and meta.get("n_items") == n_items
+        and meta.get("enable_thinking") == thinking
     )
 
 
@@ -701,7 +716,7 @@ def write_model_card(out: Path, meta: dict[str, Any]) -> Path:
         "## Backbone",
         "",
         f"- model: `{meta['backbone']}` (weights under the adapter: {meta['precision']})",
-        f"- thinking mode: {'on' if settings['enable_thinking'] else 'off'}",
+        f"- thinking mode: {'on' if meta.get('enable_thinking') else 'off'}",
         f"- optimizer steps: {meta['global_step']}",
         f"- seed: {meta['seed']}",
         "",
@@ -810,6 +825,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         seed=args.seed,
         provenance=provenance,
         resume=not args.no_resume,
+        # the mix's prompts were fitted with this switch: TRL must render them with it too
+        enable_thinking=bool(provenance.get("enable_thinking", False)),
     )
     print(f"adapter saved in {out}")
     return 0

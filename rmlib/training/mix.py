@@ -39,7 +39,10 @@ Variants (`TrainMixConfig.variant`), all from the same seeded draws so their Pre
 
 Prompts are chat messages (`rmlib.prompts.pref_messages` / `refl_messages`), fitted to the prompt
 budget by the project's own truncation policy before training (TRL's GRPOConfig has no prompt
-cap): a prompt the budget cuts is stored as the cut message, recovered from the rendered text.
+cap): Pref. items to its `max_prompt_tokens`, Refl. items to its `max_reflection_prompt_tokens`.
+A prompt the budget cuts is stored as the cut message, recovered from the rendered text. How
+prompts are shown is the run's (`prompts.critique_with_result`, `model.enable_thinking`), passed
+in by the caller and recorded in the provenance: GRPO must render them with the same switch.
 """
 
 from __future__ import annotations
@@ -100,11 +103,6 @@ class TrainMixConfig:
         "An unparseable rollout counts as not correct when classifying pairs (so a pair with "
         "one is never easy); False ignores unparseable rollouts. Never a critique either way.",
         True,
-    )
-    critique_with_result: bool = doc(
-        "Show a critique's <Result> line in Refl. prompts; must match inference (default: "
-        "analysis only).",
-        False,
     )
     seed: int | None = doc("Seed of every draw of the mix; None = the run's seed.", None)
 
@@ -357,31 +355,47 @@ def pick_critiques(rollouts: pd.DataFrame, pair: Pair, seed: int) -> tuple[int, 
 # ---------------------------------------------------------------- prompts
 
 
-def fitted_messages(tokenizer: Any, messages: list[dict[str, str]], fitted: Any) -> list[dict]:
+def fitted_messages(
+    tokenizer: Any,
+    messages: list[dict[str, str]],
+    fitted: Any,
+    *,
+    enable_thinking: bool = False,
+) -> list[dict]:
     """The messages whose rendering is `fitted.text` (a `prompts.Prompt` after the budget policy).
 
     Untruncated prompts are the messages themselves. A truncated one is recovered from the
     rendered text: the chat template is rendered around a sentinel to find what surrounds the
     content, and the result is checked to render back to exactly the fitted text.
+    `enable_thinking` must be the one `fitted` was rendered with.
     """
     if not fitted.truncated:
         return messages
     if len(messages) != 1 or messages[0]["role"] != "user":
         raise ValueError("only single user-message prompts can be recovered after truncation")
-    shell = prompts.render(tokenizer, [{"role": "user", "content": SENTINEL}])
+
+    def render(m: list[dict[str, str]]) -> str:
+        return prompts.render(tokenizer, m, enable_thinking=enable_thinking)
+
+    shell = render([{"role": "user", "content": SENTINEL}])
     head, _, tail = shell.partition(SENTINEL)
     text = fitted.text
     if not (text.startswith(head) and text.endswith(tail)):
         raise ValueError("the chat template does not embed the prompt verbatim")
     out = [{"role": "user", "content": text[len(head) : len(text) - len(tail)]}]
-    if prompts.render(tokenizer, out) != text:
+    if render(out) != text:
         raise ValueError("recovered truncated prompt does not render back to the fitted text")
     return out
 
 
-def pref_item(tokenizer: Any, pair: Pair, budget: prompts.PromptBudget) -> dict[str, Any]:
-    fitted = prompts.build_pref_prompt(tokenizer, pair, budget)
-    messages = fitted_messages(tokenizer, prompts.pref_messages(pair), fitted)
+def pref_item(
+    tokenizer: Any, pair: Pair, budget: prompts.PromptBudget, *, enable_thinking: bool = False
+) -> dict[str, Any]:
+    """A Pref. item: the pair's judgment prompt fitted to the budget's Pref. limit."""
+    fitted = prompts.build_pref_prompt(tokenizer, pair, budget, enable_thinking=enable_thinking)
+    messages = fitted_messages(
+        tokenizer, prompts.pref_messages(pair), fitted, enable_thinking=enable_thinking
+    )
     return _item(pair, "pref", pair.label, messages, fitted, -1, -1)
 
 
@@ -392,14 +406,28 @@ def refl_item(
     picks: tuple[int, int, int],
     budget: prompts.PromptBudget,
     with_result: bool,
+    *,
+    enable_thinking: bool = False,
 ) -> dict[str, Any]:
+    """A Refl. item: the picked critiques' prompt fitted to the budget's reflection limit."""
     s1, s2, label = picks
     c1, c2 = texts[s1], texts[s2]
     fitted = prompts.build_refl_prompt(
-        tokenizer, pair, c1, c2, budget, critique_with_result=with_result
+        tokenizer,
+        pair,
+        c1,
+        c2,
+        budget,
+        critique_with_result=with_result,
+        enable_thinking=enable_thinking,
     )
-    messages = prompts.refl_messages(pair, c1, c2, critique_with_result=with_result)
-    return _item(pair, "refl", label, fitted_messages(tokenizer, messages, fitted), fitted, s1, s2)
+    messages = fitted_messages(
+        tokenizer,
+        prompts.refl_messages(pair, c1, c2, critique_with_result=with_result),
+        fitted,
+        enable_thinking=enable_thinking,
+    )
+    return _item(pair, "refl", label, messages, fitted, s1, s2)
 
 
 def _item(
@@ -433,12 +461,15 @@ def build_mix(
     seed: int = 0,
     backbone: str = "",
     table: str = "rollout table",
+    critique_with_result: bool = False,
+    enable_thinking: bool = False,
 ) -> TrainMix:
     """Classify the pairs, draw the Pref./Refl. items and render them into a TRL dataset.
 
     `seed` is used when cfg.seed is None (the run's seed). `backbone` names the model whose
     rollouts these are (provenance only). Items are shuffled together (seeded), so Pref. and
-    Refl. items share batches.
+    Refl. items share batches. `critique_with_result` and `enable_thinking` are the run's
+    (prompts.critique_with_result, model.enable_thinking): inference must show prompts alike.
     """
     from datasets import Dataset
 
@@ -448,14 +479,24 @@ def build_mix(
     classes = classify_pairs(rollouts, pairs, failure_is_wrong=cfg.failure_is_wrong, table=table)
     pref_keys, refl_keys, selected = select_items(classes, cfg, seed)
     by_key = {p.key: p for p in pairs}
-    items = [pref_item(tokenizer, by_key[k], budget) for k in pref_keys]
+    items = [
+        pref_item(tokenizer, by_key[k], budget, enable_thinking=enable_thinking) for k in pref_keys
+    ]
     groups = dict(list(rollouts[rollouts["key"].isin(set(refl_keys))].groupby("key")))
     for key in refl_keys:
         rows = groups[key]
         texts = {int(s): t for s, t in zip(rows["sample"], rows["text"], strict=True)}
         picks = pick_critiques(rows, by_key[key], seed)
         items.append(
-            refl_item(tokenizer, by_key[key], texts, picks, budget, cfg.critique_with_result)
+            refl_item(
+                tokenizer,
+                by_key[key],
+                texts,
+                picks,
+                budget,
+                critique_with_result,
+                enable_thinking=enable_thinking,
+            )
         )
     random.Random(f"{seed}:order").shuffle(items)
     counts = _counts(classes, selected, backbone)
@@ -468,6 +509,8 @@ def build_mix(
         "variant": cfg.variant,
         "config": asdict(cfg),
         "budget": asdict(budget),
+        "critique_with_result": critique_with_result,
+        "enable_thinking": enable_thinking,
         "prompt_version": prompts.PROMPT_VERSION,
         "counts": counts,
     }

@@ -7,8 +7,10 @@ optional extra, needed only for tiny models"); rollouts and GRPO then start from
 model. Qwen3-4B needs none (`WarmupConfig.enabled` is off by default).
 
 Examples are prompt/completion pairs in plain text: the prompt is exactly what generation
-feeds the model (`rmlib.prompts` rendering, thinking off, our prompt budget), the completion a
-correct judgment (`reference_analysis` + `format_judgment`; TRL appends the end-of-turn token).
+feeds the model (`rmlib.prompts` rendering with the run's model.enable_thinking and
+prompts.critique_with_result, fitted to our prompt budget: a Refl. example to its reflection
+limit), the completion a correct judgment (`reference_analysis` + `format_judgment`; TRL appends
+the end-of-turn token).
 Loss is on the completion only. A share of the examples are Refl. items (a correct and a wrong
 critique of the pair, the correct one preferred), so both tasks' verdict nouns are learnt.
 
@@ -63,9 +65,6 @@ class WarmupConfig:
         "dtype of the merged checkpoint written for generation.", "bf16"
     )
     gradient_checkpointing: bool = doc("Activation checkpointing (off: ~26 % faster here).", False)
-    critique_with_result: bool = doc(
-        "Show critiques' <Result> lines (must match inference).", False
-    )
     data_seed: int | None = doc(
         "Seed of the demo pairs drawn; None = run seed + 1 (so they "
         "differ from the rollout pairs).",
@@ -109,20 +108,30 @@ def warmup_example(
     rng: random.Random,
     budget: prompts.PromptBudget,
     with_result: bool = False,
+    *,
+    enable_thinking: bool = False,
 ) -> dict[str, str]:
     """One prompt/completion example of `task` for a demo pair; the target is a correct judgment."""
     from rmlib.data.demo import reference_analysis
 
     good = prompts.format_judgment(reference_analysis(pair), pair.label, "pref")
     if task == "pref":
-        prompt = prompts.build_pref_prompt(tokenizer, pair, budget).text
+        prompt = prompts.build_pref_prompt(
+            tokenizer, pair, budget, enable_thinking=enable_thinking
+        ).text
         return {"prompt": prompt, "completion": good, "task": "pref"}
     flipped = replace(pair, label=3 - pair.label)  # its reference analysis argues the wrong way
     bad = prompts.format_judgment(reference_analysis(flipped), flipped.label, "pref")
     slot = rng.choice((1, 2))
     c1, c2 = (good, bad) if slot == 1 else (bad, good)
     prompt = prompts.build_refl_prompt(
-        tokenizer, pair, c1, c2, budget, critique_with_result=with_result
+        tokenizer,
+        pair,
+        c1,
+        c2,
+        budget,
+        critique_with_result=with_result,
+        enable_thinking=enable_thinking,
     ).text
     completion = prompts.format_judgment(refl_reference_analysis(pair, slot), slot, "refl")
     return {"prompt": prompt, "completion": completion, "task": "refl"}
@@ -135,8 +144,13 @@ def warmup_dataset(
     *,
     seed: int = 0,
     budget: prompts.PromptBudget | None = None,
+    critique_with_result: bool = False,
+    enable_thinking: bool = False,
 ) -> Any:
-    """The warm-up examples as a Dataset (prompt, completion, task); the Refl. share is seeded."""
+    """The warm-up examples as a Dataset (prompt, completion, task); the Refl. share is seeded.
+
+    `critique_with_result` and `enable_thinking` are the run's (prompts.critique_with_result,
+    model.enable_thinking), so the examples look like the prompts the model will be given."""
     from datasets import Dataset
 
     budget = budget or prompts.PromptBudget()
@@ -147,7 +161,13 @@ def warmup_dataset(
     refl = set(order[:n_refl])
     rows = [
         warmup_example(
-            tokenizer, p, "refl" if i in refl else "pref", rng, budget, cfg.critique_with_result
+            tokenizer,
+            p,
+            "refl" if i in refl else "pref",
+            rng,
+            budget,
+            critique_with_result,
+            enable_thinking=enable_thinking,
         )
         for i, p in enumerate(pairs)
     ]
@@ -269,13 +289,23 @@ def run_warmup(
     budget: prompts.PromptBudget | None = None,
     merged_dir: str | Path | None = None,
     trust_remote_code: bool = False,
+    critique_with_result: bool = False,
+    enable_thinking: bool = False,
 ) -> WarmupResult:
     """Train the warm-up adapter into output_dir; with merged_dir, also write backbone + adapter
     merged into a plain checkpoint there (what rollouts, GRPO and evaluation then load)."""
     from rmlib.models import load_tokenizer
 
     tokenizer = load_tokenizer(backbone, trust_remote_code=trust_remote_code)
-    dataset = warmup_dataset(tokenizer, pairs, cfg, seed=seed, budget=budget)
+    dataset = warmup_dataset(
+        tokenizer,
+        pairs,
+        cfg,
+        seed=seed,
+        budget=budget,
+        critique_with_result=critique_with_result,
+        enable_thinking=enable_thinking,
+    )
     trainer = build_sft_trainer(
         dataset, cfg, output_dir, backbone=backbone, seed=seed, trust_remote_code=trust_remote_code
     )
