@@ -5,6 +5,11 @@ before any engine is imported (vLLM reads its variables at import): vLLM's INFO 
 tuning hints (tcmalloc, Triton without a CPU backend) are cut to errors, and TRL's import-time
 warning that it supports vLLM 0.22-0.31 is dropped: we run vLLM 0.32 (the release whose torch pin
 is ours) and test what we use of it, the colocate weight sync (tests/test_training_colocate.py).
+Two more lines say nothing a reader can act on: vLLM 0.32's Triton dispatcher scans module
+attributes and so touches torch's deprecated `torch.distributed.reduce_op` alias (a FutureWarning
+per import; nothing of ours uses it), and transformers warns that "mtime may not be reliable" when
+two checkpoints are saved within a second (short demo/smoke steps), then orders them by step
+number, which is right. tests/test_workbook.py fails a smoke run on any other warning.
 """
 
 import logging
@@ -18,4 +23,10 @@ os.environ.setdefault("VLLM_CONFIGURE_LOGGING", "1")
 logging.getLogger("vllm").setLevel(os.environ["VLLM_LOGGING_LEVEL"])
 warnings.filterwarnings(
     "ignore", message="TRL currently supports vLLM versions", category=UserWarning
+)
+warnings.filterwarnings(
+    "ignore", message=r"`torch\.distributed\.reduce_op` is deprecated", category=FutureWarning
+)
+logging.getLogger("transformers.trainer_utils").addFilter(
+    lambda record: "mtime may not be reliable" not in record.getMessage()
 )
