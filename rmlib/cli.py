@@ -245,6 +245,7 @@ def _run(args: argparse.Namespace) -> int:
     overrides = dict(args.overrides)
     if args.dry_run:
         from rmlib.plan import format_plan, gpu_class
+        from rmlib.plan import plan as plan_run
 
         cfg = load_config(args.params, overrides)
         if args.name:
@@ -254,7 +255,7 @@ def _run(args: argparse.Namespace) -> int:
                 gpu_class(args.gpu)
             except ValueError as err:
                 raise UsageError(str(err)) from None
-        plan = runner.plan(cfg, gpu=args.gpu, gpu_constants=args.gpu_constants)
+        plan = plan_run(cfg, gpu=args.gpu, gpu_constants=args.gpu_constants)
         print(json.dumps(plan, indent=2) if args.json else format_plan(plan))
         return 0
     if args.gpu or args.gpu_constants or args.json:
@@ -275,10 +276,11 @@ def _sweep(args: argparse.Namespace) -> int:
     from rmlib.config import load_config, sweep_points
 
     if args.dry_run:
+        from rmlib.plan import plan as plan_run
+
         base = load_config(args.params)
         plans = [
-            {"point": p, "plan": runner.plan(load_config(args.params, p))}
-            for p in sweep_points(base)
+            {"point": p, "plan": plan_run(load_config(args.params, p))} for p in sweep_points(base)
         ]
         print(json.dumps(plans, indent=2))
         return 0

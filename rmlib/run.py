@@ -275,11 +275,6 @@ def _file_hash(path: Path) -> str:
     return hashlib.sha256(path.read_bytes()).hexdigest()[:16]
 
 
-# ---- dry run ------------------------------------------------------------------------------------
-
-# The dry run lives in rmlib.plan; these names stay importable from here (runner.plan, ...).
-from rmlib.plan import PUBLISHED_PAIRS, _pairs, plan  # noqa: E402, F401
-
 # ---- sweeps -------------------------------------------------------------------------------------
 
 

@@ -9,6 +9,7 @@ import pytest
 
 from rmlib import run as runner
 from rmlib.config import load_config
+from rmlib.plan import plan as plan_run
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -34,7 +35,7 @@ def test_dry_run_plans_every_profile_offline(profile):
 
 def test_dry_run_counts_generations_by_hand():
     cfg = load_config(ROOT / "params" / "smoke.yaml")
-    plan = runner.plan(cfg)
+    plan = plan_run(cfg)
     inf = cfg.inference
     # per pair and order: 1 greedy + N samples + (N-1) reflections for the anchor and for the
     # random anchor
