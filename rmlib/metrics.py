@@ -1022,12 +1022,16 @@ def consistency(
     share whose chosen response changes with the order (same slot number both times);
     first_slot_win_rate: share of parsed verdicts that are 1; sign_rule_accuracy: JudgeBench's
     rule; parse_failure_rate and truncation_rate (if a `truncated_prompt` column exists) over rows.
+    Where only some pairs were judged swapped (inference.swapped_pairs), every rate reads those
+    pairs' rows only (`paired_rows`): the same pairs in both orders, so slot 1 is right as often
+    as slot 2.
     """
     df = validate_predictions(predictions)
     if df["label"].isna().any():
         raise ValueError("consistency() needs labels: attach the benchmark's pairs first")
     if df["method"].nunique() > 1:
         raise ValueError("consistency() takes one method's predictions; group by 'method' first")
+    df = paired_rows(df)
     parsed = df["verdict"].dropna().astype(int)
     g = df[df["order"] == "given"].set_index("id")
     s = df[df["order"] == "swapped"].set_index("id")
@@ -1064,6 +1068,14 @@ def consistency(
         ),
     }
     return out
+
+
+def paired_rows(df: pd.DataFrame) -> pd.DataFrame:
+    """The rows of the pairs judged in both orders; every row when no pair was judged swapped."""
+    swapped = set(df.loc[df["order"] == "swapped", "id"])
+    if not swapped:
+        return df
+    return df[df["id"].isin(swapped)].reset_index(drop=True)
 
 
 def _rate(x: np.ndarray) -> float | None:

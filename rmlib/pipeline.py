@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import json
 import os
-import random
 import typing
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, replace
@@ -24,7 +23,7 @@ import pandas as pd
 
 from rmlib import data as datasets_
 from rmlib.config import DatasetSpec, Model, RunConfig
-from rmlib.data.pair import LoadResult, Pair
+from rmlib.data.pair import LoadResult, Pair, subsample
 from rmlib.run_folder import RunFolder
 
 MODELS: tuple[str, ...] = typing.get_args(Model)  # in the paper's order
@@ -54,29 +53,6 @@ def load_split(spec: DatasetSpec, seed: int) -> LoadResult:
     if spec.n is not None and spec.n < len(result.pairs):
         result.pairs = subsample(result.pairs, spec.n, seed)
     return result
-
-
-def group_of(pair: Pair) -> str:
-    """Pairs that must stay together when subsampling: an RM-Bench prompt's nine cells, an RMB
-    best-of-N item's loser pairs. Everything else is its own group."""
-    return str(
-        pair.meta.get("group") or pair.meta.get("bon_uid") or pair.meta.get("prompt_id") or pair.id
-    )
-
-
-def subsample(pairs: Sequence[Pair], n: int, seed: int) -> list[Pair]:
-    """About n pairs drawn at random by whole groups, in their original order."""
-    groups: dict[str, list[int]] = {}
-    for i, p in enumerate(pairs):
-        groups.setdefault(group_of(p), []).append(i)
-    order = sorted(groups)
-    random.Random(seed).shuffle(order)
-    keep: list[int] = []
-    for g in order:
-        if len(keep) >= n:
-            break
-        keep.extend(groups[g])
-    return [pairs[i] for i in sorted(keep)]
 
 
 def load_data(cfg: RunConfig, run: RunFolder) -> pd.DataFrame:

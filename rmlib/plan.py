@@ -866,11 +866,41 @@ def _training_row(cfg: RunConfig, est: Estimator, n_train: int) -> dict[str, Any
     return _finish(row, est, seconds, blocked)
 
 
+def swapped_pairs(cfg: RunConfig, n: int) -> int:
+    """Pairs of an n-pair set also judged in the swapped order (inference.both_orders and
+    swapped_pairs; a draw of whole groups lands near its count, counted here as exact)."""
+    inf = cfg.inference
+    if not inf.both_orders:
+        return 0
+    return n if inf.swapped_pairs is None else min(n, inf.swapped_pairs)
+
+
+def protocols(cfg: RunConfig, eval_sets: dict[str, int]) -> list[dict[str, Any]]:
+    """Per evaluation set, what each of the paper's protocols judges: accuracy (Table 1) scores
+    every pair in the given order; positional consistency (Table 5) the pairs judged in both
+    orders, whose given order is the same judgment. Generations count every evaluated model."""
+    per = eval_calls(cfg)["generations"]
+    rows = []
+    for source, n in eval_sets.items():
+        swapped = swapped_pairs(cfg, n)
+        judged = n + swapped
+        rows.append(
+            {
+                "benchmark": source,
+                "pairs": n,
+                "accuracy_pairs": n,
+                "consistency_pairs": swapped,
+                "judged_pair_orders": judged,
+                "generations": judged * per * len(cfg.eval.models),
+            }
+        )
+    return rows
+
+
 def _inference_row(cfg: RunConfig, est: Estimator, eval_sets: dict[str, int]) -> dict[str, Any]:
     """04: two-stage inference with its baselines, every model on every set."""
-    orders = 2 if cfg.inference.both_orders else 1
     per = eval_calls(cfg)
-    pairs = sum(eval_sets.values()) * orders
+    pairs = sum(r["judged_pair_orders"] for r in protocols(cfg, eval_sets))
     models = cfg.eval.models
     gens, tokens, prompt_tokens = (
         pairs * per[k] * len(models) for k in ("generations", "tokens", "prompt_tokens")
@@ -895,15 +925,15 @@ def _inference_row(cfg: RunConfig, est: Estimator, eval_sets: dict[str, int]) ->
 def _legacy_counts(cfg: RunConfig, n_train: int, eval_sets: dict[str, int]) -> dict[str, Any]:
     """The dry run's original keys: generations by step, their sum, the token upper bound."""
     ro = cfg.rollouts
-    orders = 2 if cfg.inference.both_orders else 1
     per = eval_calls(cfg)
     gens = {"rollouts": n_train * ro.n_samples}
     tokens = {"rollouts": gens["rollouts"] * ro.max_new_tokens}
     for source, n in eval_sets.items():
+        judged = n + swapped_pairs(cfg, n)
         for model in cfg.eval.models:
             key = f"eval/{model}/{source}"
-            gens[key] = n * orders * per["generations"]
-            tokens[key] = n * orders * per["tokens"]
+            gens[key] = judged * per["generations"]
+            tokens[key] = judged * per["tokens"]
     for model in trained_models(cfg):
         sched = grpo_schedule(cfg.grpo, mix_items_upper_bound(cfg, model, n_train)["total"])
         gens[f"grpo/{model}"] = sched["generations"]
@@ -947,6 +977,7 @@ def plan(
         "backbone": cfg.model.backbone,
         "train_pairs": {cfg.data.train.source: n_train},
         "eval_pairs": eval_sets,
+        "protocols": protocols(cfg, eval_sets) if "04_inference" in cfg.run.notebooks else [],
         **_legacy_counts(cfg, n_train, eval_sets),
         "prompt_tokens_upper_bound": sum(r["prompt_tokens_upper_bound"] for r in rows),
         "optimizer_steps": sum(r["optimizer_steps"] for r in rows),
@@ -1085,6 +1116,7 @@ def format_plan(p: dict[str, Any]) -> str:
         if i == 0 or i == len(table) - 2:
             lines.append("  ".join("-" * w for w in widths))
     lines.append("(total peak: the largest notebook's; hours: the notebooks' sum)")
+    lines += _protocol_lines(p["protocols"])
     lines += ["", "notes:"]
     lines += [f"  - {n}" for n in p["notes"]]
     for r in p["per_notebook"]:
@@ -1107,6 +1139,35 @@ def format_plan(p: dict[str, Any]) -> str:
             f"{m['device_used_gib_vllm_colocate']} GiB)"
         )
     return "\n".join(lines)
+
+
+PROTOCOL_COLUMNS = [  # (key, header): the dry run's protocol table
+    ("benchmark", "benchmark"),
+    ("pairs", "pairs"),
+    ("accuracy_pairs", "accuracy (given order)"),
+    ("consistency_pairs", "consistency (both orders)"),
+    ("judged_pair_orders", "judged (pair, order)"),
+    ("generations", "generations (all models)"),
+]
+
+
+def _protocol_lines(rows: list[dict[str, Any]]) -> list[str]:
+    """04's protocols per benchmark: Table 1's accuracy pairs, Table 5's consistency pairs."""
+    if not rows:
+        return []
+    table = [[h for _, h in PROTOCOL_COLUMNS]]
+    table += [[r["benchmark"], *(f"{r[k]:,}" for k, _ in PROTOCOL_COLUMNS[1:])] for r in rows]
+    widths = [max(len(row[i]) for row in table) for i in range(len(PROTOCOL_COLUMNS))]
+    lines = ["", "04_inference by benchmark (accuracy: Table 1's protocol; consistency: Table 5's)"]
+    for i, row in enumerate(table):
+        cells = [
+            c.ljust(w) if j == 0 else c.rjust(w)
+            for j, (c, w) in enumerate(zip(row, widths, strict=True))
+        ]
+        lines.append("  ".join(cells).rstrip())
+        if i == 0:
+            lines.append("  ".join("-" * w for w in widths))
+    return lines
 
 
 def _part_line(part: dict[str, Any]) -> str:

@@ -96,6 +96,14 @@ class ReflectConfig:
         "Run each pair also with the responses swapped, each order through the full method.",
         False,
     )
+    swapped_pairs: int | None = doc(
+        "With both_orders: only a seeded draw of about this many pairs of each benchmark (whole "
+        "groups: an RM-Bench prompt's cells, an RMB best-of-N item) is also judged swapped; the "
+        "rest in the given order only. The paper's Table 5 protocol is 1,000: all of JudgeBench "
+        "(350 pairs) and 1,000 of each other set, while Table 1 scores every pair in the given "
+        "order, judged once for both. None: every pair in both orders.",
+        None,
+    )
     run_greedy: bool = doc("Also make one greedy judgment per pair (the 'greedy' baseline).", True)
     run_random_anchor: bool = doc(
         "Run the 'random anchor' baseline (N-1 more reflection calls per pair).", True
@@ -123,6 +131,8 @@ class ReflectConfig:
             raise ValueError("n_samples must be >= 1")
         if not 0 < self.confidence_fraction <= 1:
             raise ValueError("confidence_fraction must be in (0, 1]")
+        if self.swapped_pairs is not None and (not self.both_orders or self.swapped_pairs < 1):
+            raise ValueError("swapped_pairs needs both_orders: true and a count >= 1")
 
     def sampling_params(self) -> SamplingParams:
         """Stage-1 settings (sampled)."""
@@ -353,7 +363,7 @@ def run_reflectrm(
     from rmlib import judge  # late: judge imports this module's `confidence`
 
     cfg = cfg or ReflectConfig()
-    pairs = both_orders(pairs) if cfg.both_orders else list(pairs)
+    pairs = judged_orders(pairs, cfg)
     _check_unique_keys(pairs)
     rollouts = judge.judge_pairs(
         pairs,
@@ -388,6 +398,13 @@ def run_reflectrm(
     predictions = _predictions(plans, reflections, greedy, rollouts, cfg)
     counts = _counts(rollouts, greedy, reflections, plans)
     return ReflectResult(rollouts, reflections, predictions, greedy, counts, cfg)
+
+
+def judged_orders(pairs: Sequence[Pair], cfg: ReflectConfig) -> list[Pair]:
+    """The pairs in every order the run judges: given, and swapped where `cfg` asks."""
+    if not cfg.both_orders:
+        return list(pairs)
+    return both_orders(pairs, cfg.swapped_pairs, cfg.seed)
 
 
 def _run_reflections(

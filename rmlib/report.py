@@ -133,13 +133,22 @@ def _parameters(cfg: RunConfig, run: RunFolder) -> str:
         ("evaluation sets", evals or "none"),
         ("models evaluated", ", ".join(results.models_of(cfg, run)) or "none yet"),
         ("N (stage-1 samples)", str(cfg.inference.n_samples)),
-        ("both orders", "yes" if cfg.inference.both_orders else "no"),
+        ("both orders", _orders(cfg)),
         ("parse-failure credit", f"{cfg.eval.failure_credit:g}"),
         ("bootstrap resamples", str(cfg.eval.n_bootstrap)),
         ("seed", str(cfg.run.seed)),
     ]
     table = pd.DataFrame(rows, columns=["parameter", "value"])
     return "## Parameters\n\n" + markdown_table(table, index=False)
+
+
+def _orders(cfg: RunConfig) -> str:
+    inf = cfg.inference
+    if not inf.both_orders:
+        return "no"
+    if inf.swapped_pairs is None:
+        return "yes"
+    return f"up to {inf.swapped_pairs:,} pairs of each benchmark"
 
 
 def _headline(cfg: RunConfig, main: pd.DataFrame) -> str:

@@ -462,10 +462,17 @@ def _inference_differences(cfg: RunConfig, c: dict[str, Any]) -> list[str]:
             "One order per pair only: positional consistency (correct in both orders) and flip "
             "rates cannot be measured in this run."
         )
-    else:
+    elif inf.swapped_pairs is None:
         out.append(
             "Positional consistency is measured on this run's evaluation pairs; the paper uses "
             f"{c['consistency_sets']}."
+        )
+    else:
+        out.append(
+            f"Positional consistency is measured on a seeded draw of up to {inf.swapped_pairs:,} "
+            f"pairs of each benchmark, judged in both orders (the paper: {c['consistency_sets']}); "
+            "accuracy is scored on every pair in the given order. The analysis tables pool every "
+            "judged (pair, order), so those pairs count twice there."
         )
     return out
 
@@ -823,6 +830,7 @@ def _bias_row(
     model: str, source: str, method: str, df: pd.DataFrame, boot: dict[str, int]
 ) -> dict[str, Any]:
     c = metrics.consistency(df, **boot)
+    df = metrics.paired_rows(df)  # the rates below read the same rows as `c`
     flips = _flip_indicators(df)
     first = df[df["verdict"].notna()]
     f_est, f_low, f_high = pooled_rate(flips["flip"].astype(float), flips["id"], **boot)

@@ -358,6 +358,22 @@ def test_consistency():
         consistency(pd.DataFrame(rows + [_row("1", 1, 1, method="other")]))
 
 
+def test_consistency_reads_only_the_pairs_judged_in_both_orders():
+    rows = [
+        _row("1", 1, 1),
+        _row("1", 2, 2, order="swapped"),
+        _row("2", 1, 2),
+        _row("2", 1, 1, order="swapped"),
+        # given order only (not in the swapped subsample): no part in any consistency rate
+        *[_row(f"g{i}", 1, 2) for i in range(6)],
+    ]
+    c = consistency(pd.DataFrame(rows), n_boot=100)
+    assert c["n_pairs_both_orders"] == 2 and c["n_rows"] == 4
+    assert c["both_correct"]["estimate"] == 0.5
+    assert c["first_slot_win_rate"] == pytest.approx(3 / 4)  # not 9 / 10
+    assert c["accuracy_by_order"] == {"given": 0.5, "swapped": 1.0}  # given: not 1 / 8
+
+
 # ---- bootstrap, paired comparison --------------------------------------------------------------
 
 

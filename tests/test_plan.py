@@ -89,11 +89,12 @@ def test_grpo_steps_follow_trl_batching():
     assert mix == {"pref": 38_456, "refl": 9_614, "total": 48_070}
     assert planner.mix_items_upper_bound(paper, "rft", 38_459)["total"] == 38_456
     sched = planner.grpo_schedule(paper.grpo, mix["total"])
-    # generation batch 16 = 2 prompts of 8; 24,035 of them, each read 16 / 4 = 4 times
-    # -> 96,140 micro-batches / accumulation 16 = 6,008.75 -> 6,009 steps an epoch, x 3 epochs
-    assert sched["prompts_per_step"] == 4 * 16 // 8
-    assert sched["steps_per_epoch"] == 6_009 and sched["steps"] == 18_027
-    assert sched["generations"] == 18_027 * 64
+    # the paper's batch: 64 prompts x 8 = 512 completions a step (micro-batch 4 x accumulation
+    # 128), generated at once: 48,070 // 64 = 751 whole rollout steps (6 prompts dropped), each
+    # read 512 / 4 = 128 times -> 96,128 micro-batches / 128 = 751 steps an epoch, x 3 epochs
+    assert sched["prompts_per_step"] == 64 and sched["completions_per_step"] == 512
+    assert sched["steps_per_epoch"] == 751 and sched["steps"] == 2_253
+    assert sched["generations"] == 2_253 * 512
     quick = _profile("qwen3-4b-quick")
     assert planner.grpo_schedule(quick.grpo, 1_250)["steps"] == 60  # max_steps, not the epoch
     # by epochs: generation batch 64 = 8 prompts; 20 items make 2 whole batches (4 dropped),
@@ -101,6 +102,30 @@ def test_grpo_steps_follow_trl_batching():
     epochs = _profile("qwen3-4b-quick", **{"grpo.max_steps": -1, "grpo.num_train_epochs": 3})
     assert planner.grpo_schedule(epochs.grpo, 20)["steps"] == 2 * 3
     assert planner.grpo_schedule(quick.grpo, 7)["steps"] == 0  # < 8 prompts: nothing to train
+
+
+def test_paper_profile_plans_both_protocols():
+    paper = _profile("qwen3-4b-paper")
+    p = planner.plan(paper)
+    rows = {r["benchmark"]: r for r in p["protocols"]}
+    # Table 1: every pair in the given order; Table 5: all of JudgeBench, 1,000 of the others
+    assert rows["judgebench"]["consistency_pairs"] == rows["judgebench"]["pairs"] == 350
+    for name in ("rewardbench", "rm-bench", "rmb", "ppe"):
+        r = rows[name]
+        assert r["accuracy_pairs"] == r["pairs"] > 1000 and r["consistency_pairs"] == 1000
+        assert r["judged_pair_orders"] == r["pairs"] + 1000
+    per = planner.eval_calls(paper)["generations"] * len(paper.eval.models)
+    assert sum(r["generations"] for r in rows.values()) == p["per_notebook"][3]["generations"]
+    assert rows["judgebench"]["generations"] == 700 * per
+    text = planner.format_plan(p)
+    assert "consistency (both orders)" in text and "judgebench" in text
+    # one order: nothing for Table 5
+    given = planner.plan(
+        _profile(
+            "qwen3-4b-paper", **{"inference.swapped_pairs": None, "inference.both_orders": False}
+        )
+    )
+    assert all(r["consistency_pairs"] == 0 for r in given["protocols"])
 
 
 def test_reflection_prompts_are_planned_at_their_own_budget():

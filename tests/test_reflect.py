@@ -129,7 +129,8 @@ def test_config_validation_and_params_section():
     # the `inference` params section: every field documented, plain YAML types only
     for f in dataclasses.fields(ReflectConfig):
         assert f.metadata.get("doc"), f.name
-        assert f.type in ("int", "float", "str", "bool") or f.type.startswith("Literal["), f
+        plain = ("int", "float", "str", "bool", "int | None")
+        assert f.type in plain or f.type.startswith("Literal["), f
     assert ReflectConfig().sampling_params().temperature == 1.0
     assert not ReflectConfig().reflection_params().do_sample
 
@@ -569,3 +570,68 @@ def test_real_model_through_the_store_resumes(tmp_path):
     again = run_reflectrm(pairs, again_backend, tok, cfg)
     assert again_backend.stats.misses == 0 and again_backend.stats.hits == 6 + 2
     pd.testing.assert_frame_equal(first.rollouts, again.rollouts)
+
+
+def _mirror(sc: Scripted) -> Scripted:
+    """The swapped order's script: the same judgments with the slots exchanged."""
+    flip = lambda c: 3 - c if isinstance(c, int) else c  # noqa: E731
+    return Scripted(
+        samples=[(flip(c), lp) for c, lp in sc.samples],
+        greedy=flip(sc.greedy),
+        quality=sc.quality,
+        refl_fail=sc.refl_fail,
+    )
+
+
+def test_swapped_pairs_draw_whole_groups_per_source():
+    from rmlib.data.pair import both_orders
+
+    def pair(source, pid, group=None):
+        return dataclasses.replace(
+            make_pair(pid, 1), source=source, meta={"group": group} if group else {}
+        )
+
+    rmbench = [pair("rm", f"{g}{i}", group=g) for g in "abcdef" for i in range(3)]
+    judge = [pair("jb", f"j{i}") for i in range(5)]
+    out = both_orders(rmbench + judge, swapped_pairs=6, seed=1)
+    swapped = [p for p in out if p.order == "swapped"]
+    assert [p for p in out if p.order == "given"] == rmbench + judge  # every pair, once
+    # whole groups of 3 up to 6 pairs; all of a set smaller than the draw
+    rm = [p for p in swapped if p.source == "rm"]
+    assert len(rm) == 6 and {len({q.id for q in rm if q.id[0] == p.id[0]}) for p in rm} == {3}
+    assert len([p for p in swapped if p.source == "jb"]) == 5
+    assert both_orders(rmbench + judge, swapped_pairs=6, seed=1) == out  # seeded
+    # each source has its own draw: adding a set does not redraw another's
+    alone = [p for p in both_orders(rmbench, swapped_pairs=6, seed=1) if p.order == "swapped"]
+    assert alone == rm
+    assert both_orders(judge) == [q for p in judge for q in (p, p.swapped())]
+    with pytest.raises(ValueError, match="both_orders"):
+        _cfg(swapped_pairs=6)
+
+
+def test_swapped_pairs_reuse_the_given_order(tokenizer, tmp_path):
+    from rmlib.generation.store import CachedBackend, GenerationStore
+
+    script = {**SCRIPT, **{k.replace("given", "swapped"): _mirror(s) for k, s in SCRIPT.items()}}
+    scripted = ScriptedBackend(script)
+    with GenerationStore(tmp_path / "g.sqlite") as store:
+        cached = CachedBackend(scripted, store, progress=False)
+        given = run_reflectrm(_pairs(), cached, tokenizer, _cfg())
+        asked: list[str] = []
+        generate = scripted.generate
+
+        def recording(prompts, *args, **kw):
+            asked.extend(scripted._key(p) for p in prompts)
+            return generate(prompts, *args, **kw)
+
+        scripted.generate = recording
+        both = run_reflectrm(_pairs(), cached, tokenizer, _cfg(both_orders=True, swapped_pairs=2))
+    keys = set(both.predictions["key"])
+    swapped = {k for k in keys if k.endswith(":swapped")}
+    assert len(swapped) == 2 and len(keys) == len(LABELS) + 2
+    # the given order is judged once for both protocols: the second run asked only for the
+    # swapped twins, and its given-order verdicts are the first run's
+    assert asked and set(asked) == swapped
+    cols = ["key", "method", "verdict"]
+    again = both.predictions[both.predictions["order"] == "given"][cols].reset_index(drop=True)
+    pd.testing.assert_frame_equal(again, given.predictions[cols].reset_index(drop=True))
