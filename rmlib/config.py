@@ -48,7 +48,11 @@ PARAMS = ConfigDict(extra="forbid")
 
 Backend = Literal["hf", "vllm", "http"]
 Precision = Literal["auto", "nf4", "bf16", "fp32"]
-Model = Literal["base", "rft", "unified"]
+# The models a profile can evaluate (and so train), in the paper's order: the backbone; GRPO on
+# Pref. only (the RFT baseline); Pref. only at the mix's full volume (Table 3); unified
+# Pref. + Refl. (ReflectRM); a judge trained on Refl. only (Figure 4), whose stage 2 reflects on
+# another model's stage-1 judgments (eval.refl_only_stage1). Their mixes: pipeline.MIX_VARIANT.
+Model = Literal["base", "rft", "same_volume", "unified", "refl_only"]
 # transformers' SchedulerType values (tests/test_config.py checks they agree).
 Scheduler = Literal[
     "linear",
@@ -294,9 +298,16 @@ class EvalSection:
     __pydantic_config__ = PARAMS
 
     models: list[Model] = doc(
-        "Which models to evaluate (and so train): base, rft (GRPO on Pref. only), unified "
-        "(Pref.+Refl.).",
+        "Which models to evaluate (and so train): base, rft (GRPO on the mix's Pref. items "
+        "only), same_volume (Pref. only, as many items as the mix: the paper's Table 3), "
+        "unified (Pref.+Refl.), refl_only (Refl. items only; its stage 2 reflects on "
+        "refl_only_stage1's judgments: the paper's Figure 4).",
         ["base", "unified"],
+    )
+    refl_only_stage1: Model = doc(
+        "Whose stage-1 judgments the refl_only judge reflects on (the same rollouts as that "
+        "model's own two-stage inference, taken from the store). Must be evaluated too.",
+        "unified",
     )
     n_bootstrap: int = doc("Bootstrap resamples for confidence intervals.", 1000)
     failure_credit: float = doc(
@@ -304,6 +315,16 @@ class EvalSection:
         0.0,
     )
     n_grid: list[int] = doc("Sample counts for the accuracy-vs-N curve.", [1, 2, 4, 8])
+
+    def __post_init__(self) -> None:
+        if "refl_only" in self.models:
+            stage1 = self.refl_only_stage1
+            if stage1 == "refl_only" or stage1 not in self.models:
+                raise ValueError(
+                    f"refl_only reflects on refl_only_stage1's judgments: list "
+                    f"'{stage1}' in eval.models too, or set refl_only_stage1 to one of "
+                    f"{[m for m in self.models if m != 'refl_only']}"
+                )
 
 
 SECTIONS: dict[str, str] = {

@@ -4,7 +4,8 @@ Accuracies are in percent, exactly as printed in the paper. Keys of the benchmar
 scoring rules of `rmlib.metrics` (`rewardbench`, `rmbench`, `rmb`, `ppe`, `judgebench`), so a
 run's scores line up with them through `metrics.scoring_of(source)`. Systems are keyed by
 (model, method) as this project names them: `base` (the backbone), `rft` (GRPO on Pref. only),
-`unified` (GRPO on Pref. + Refl.); methods of `rmlib.reflect.METHODS`.
+`unified` (GRPO on Pref. + Refl.), `same_volume` (Pref. only at the mix's volume), `refl_only`
+(a reflection-only judge); methods of `rmlib.reflect.METHODS`.
 """
 
 from __future__ import annotations
@@ -51,6 +52,17 @@ SYSTEMS: dict[tuple[str, str], str] = {
     ("unified", "reflectrm"): "+ two-stage inference (ReflectRM)",
     ("unified", "random_anchor"): "ReflectRM with a random anchor (ablation)",
     ("unified", "random_winners"): "ReflectRM with random winners (ablation)",
+    ("same_volume", "greedy"): "Pref. only at the mix's volume, greedy (data-volume ablation)",
+    ("refl_only", "reflectrm"): "stage 2 by a separate reflection-only judge (Figure 4)",
+}
+
+# The data-volume ablation's systems (DATA_VOLUME_ABLATION rows) as this project's models,
+# each judged greedy: the paper's "avg" is of RewardBench and RMB greedy scores (77.6 = the
+# mean of rft's 84.0 and 71.2; 80.3 = unified's 85.3 and 75.3).
+DATA_VOLUME_MODELS: dict[str, str] = {
+    "rft": "Pref. 13.7k",
+    "same_volume": "Pref. 17.1k",
+    "unified": "Pref. 13.7k + Refl. 3.4k",
 }
 
 # Main table, Qwen3-4B, accuracy %.

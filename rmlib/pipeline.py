@@ -446,7 +446,26 @@ def trained_models(cfg: RunConfig) -> list[str]:
     return [m for m in cfg.eval.models if m != "base"]
 
 
-MIX_VARIANT = {"unified": "mix", "rft": "pref_only"}
+# Each trained model's training set (rmlib.training.mix variants, all from the same seeded draws)
+MIX_VARIANT = {
+    "rft": "pref_only",
+    "same_volume": "pref_same_volume",
+    "unified": "mix",
+    "refl_only": "refl_only",
+}
+
+
+def headline_model(models: Sequence[str]) -> str:
+    """The model a run's headline reports: the last of `models` in MODELS order that makes its
+    own judgments (the reflection-only judge is an ablation of another model's)."""
+    own = [m for m in MODELS if m in models and m != "refl_only"]
+    return own[-1] if own else list(models)[-1]
+
+
+def stage1_model(cfg: RunConfig, model: str) -> str:
+    """Whose stage-1 judgments `model`'s two-stage inference reflects on: its own, except the
+    reflection-only judge's (eval.refl_only_stage1)."""
+    return cfg.eval.refl_only_stage1 if model == "refl_only" else model
 
 
 def mix_dir(run: RunFolder, model: str) -> Path:
@@ -570,13 +589,23 @@ def evaluate(cfg: RunConfig, run: RunFolder, model: str) -> dict[str, Any]:
 
     Writes tables rollouts_<model>, greedy_<model>, reflections_<model>, predictions_<model>;
     returns the call and failure counts (also merged into metrics.json under counts_<model>).
+    A model whose stage 1 is another's (`stage1_model`: the reflection-only judge) runs stage 2
+    only, on that model's stored stage-1 judgments: its predictions hold the methods stage 2
+    decides, and its rollouts table is that model's.
     """
     from rmlib.reflect import run_reflectrm
 
     ref = model_ref(cfg, run, model)
     pairs = read_pairs(run, "pairs_eval")
     infer = cfg.inference
-    gen, tokenizer = backend(cfg, run, ref)
+    first = stage1_model(cfg, model)
+    if first == model:
+        gen, tokenizer = backend(cfg, run, ref)
+        stage2 = None
+    else:
+        gen, tokenizer = backend(cfg, run, model_ref(cfg, run, first))
+        stage2, _ = backend(cfg, run, ref)
+        infer = replace(infer, run_greedy=False)  # the greedy baseline is stage 1's model's
     result = run_reflectrm(
         pairs,
         gen,
@@ -585,12 +614,29 @@ def evaluate(cfg: RunConfig, run: RunFolder, model: str) -> dict[str, Any]:
         prompt_budget(cfg),
         critique_with_result=cfg.prompts.critique_with_result,
         enable_thinking=cfg.model.enable_thinking,
+        reflection_backend=stage2,
     )
-    for name, table in result.tables().items():
+    for name, table in evaluation_tables(result, own_stage1=stage2 is None).items():
         run.write_table(f"{name}_{model}", table)
-    counts = {**result.counts, "store": asdict(gen.stats), "model": asdict(ref)}
+    stats = {"store": asdict(gen.stats)}
+    if stage2 is not None:
+        stats = {"store": asdict(stage2.stats), "stage1_store": asdict(gen.stats), "stage1": first}
+    counts = {**result.counts, **stats, "model": asdict(ref)}
     run.update_metrics(f"counts_{model}", counts)
     return counts
+
+
+def evaluation_tables(result: Any, own_stage1: bool = True) -> dict[str, pd.DataFrame]:
+    """The tables 04 writes for one model from its `ReflectResult`. A judge reflecting on
+    another model's stage 1 keeps only the methods its stage 2 decides: greedy, majority and
+    the anchor alone would be the other model's verdicts under this model's name."""
+    from rmlib.reflect import STAGE2_METHODS
+
+    tables = result.tables()
+    if not own_stage1:
+        preds = tables["predictions"]
+        tables["predictions"] = preds[preds["method"].isin(STAGE2_METHODS)].reset_index(drop=True)
+    return tables
 
 
 def evaluated_models(cfg: RunConfig, run: RunFolder) -> list[str]:
@@ -621,7 +667,8 @@ def adapter_exists(run: RunFolder, name: str) -> bool:
 def runnable_models(cfg: RunConfig, run: RunFolder) -> list[str]:
     """The profile's evaluation models whose weights exist in this run (an adapter not trained is
     reported, not silently skipped: the caller prints what was left out)."""
-    ready = [m for m in cfg.eval.models if m == "base" or adapter_exists(run, m)]
+    # in MODELS order: a model's stage 1 is stored before the refl_only judge reflects on it
+    ready = [m for m in MODELS if m in cfg.eval.models and (m == "base" or adapter_exists(run, m))]
     missing = [m for m in cfg.eval.models if m not in ready]
     if missing:
         print(f"not evaluated (no trained adapter in {run.path / 'adapters'}): {missing}")

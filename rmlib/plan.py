@@ -48,7 +48,7 @@ from pathlib import Path
 from typing import Any
 
 from rmlib.config import DatasetSpec, RunConfig, describe
-from rmlib.pipeline import MIX_VARIANT, max_new_tokens, trained_models
+from rmlib.pipeline import MIX_VARIANT, max_new_tokens, stage1_model, trained_models
 from rmlib.training.grpo import GRPOSettings
 from rmlib.training.mix import ratio_counts
 
@@ -509,14 +509,20 @@ def _pairs(spec: DatasetSpec) -> int:
 def mix_items_upper_bound(cfg: RunConfig, model: str, n_train: int) -> dict[str, int]:
     """The largest training mix `model` can get (rmlib.training.mix's ratio rule with every
     training pair non-easy and mixed): Pref. <= the pairs, Refl. = Pref. x r/p, both within
-    max_pref / max_refl; 'rft' trains on the mix's Pref. items only."""
+    max_pref / max_refl; each model trains on its MIX_VARIANT of it (rft: the Pref. items;
+    same_volume: Pref. items as many as the mix holds, within the pool; refl_only: the Refl.)."""
     p, r = cfg.mix.ratio_parts()
     pool = n_train if cfg.mix.max_pref is None else min(n_train, cfg.mix.max_pref)
     mixed = n_train if cfg.mix.max_refl is None else min(n_train, cfg.mix.max_refl)
     pref, refl = ratio_counts(Fraction(p), Fraction(r), pool, mixed)
     pref, refl = int(pref or 0), int(refl or 0)
-    if MIX_VARIANT.get(model) == "pref_only":
+    variant = MIX_VARIANT.get(model)
+    if variant == "pref_only":
         refl = 0
+    elif variant == "pref_same_volume":
+        pref, refl = min(pref + refl, pool), 0
+    elif variant == "refl_only":
+        pref = 0
     return {"pref": pref, "refl": refl, "total": pref + refl}
 
 
@@ -574,9 +580,10 @@ def warmup_steps(cfg: RunConfig) -> int:
     return math.ceil(w.epochs * per_epoch)
 
 
-def eval_calls(cfg: RunConfig) -> dict[str, int]:
+def eval_calls(cfg: RunConfig, stage2_only: bool = False) -> dict[str, int]:
     """Per pair and order, two-stage inference with its baselines: generations, generated tokens
-    (upper bound) and prompt tokens prefilled (estimate).
+    (upper bound) and prompt tokens prefilled (estimate). `stage2_only`: a judge reflecting on
+    another model's stored stage 1 (refl_only) makes its reflection calls only.
 
     Prefill: the judgment prompt once for the greedy judgment and the N samples; a pair's
     reflection prompts share their instructions, context and both responses (prefix caching on
@@ -587,16 +594,24 @@ def eval_calls(cfg: RunConfig) -> dict[str, int]:
     inf = cfg.inference
     budget = cfg.prompts.max_prompt_tokens
     refl_budget = cfg.prompts.max_reflection_prompt_tokens
-    greedy = 1 if inf.run_greedy else 0
+    greedy = 1 if inf.run_greedy and not stage2_only else 0
+    samples = 0 if stage2_only else inf.n_samples
     reflections = (inf.n_samples - 1) * (2 if inf.run_random_anchor else 1)
     critiques = min(refl_budget, 2 * inf.max_new_tokens)
-    prefill = budget + (refl_budget + (reflections - 1) * critiques if reflections else 0)
+    prefill = 0 if stage2_only else budget
+    prefill += refl_budget + (reflections - 1) * critiques if reflections else 0
     return {
-        "generations": greedy + inf.n_samples + reflections,
-        "tokens": (greedy + inf.n_samples) * inf.max_new_tokens
+        "generations": greedy + samples + reflections,
+        "tokens": (greedy + samples) * inf.max_new_tokens
         + reflections * inf.reflection_max_new_tokens,
         "prompt_tokens": prefill,
     }
+
+
+def models_eval_calls(cfg: RunConfig) -> dict[str, int]:
+    """`eval_calls` summed over the evaluated models (a reflection-only judge: stage 2 only)."""
+    per = [eval_calls(cfg, stage1_model(cfg, m) != m) for m in cfg.eval.models]
+    return {k: sum(p[k] for p in per) for k in ("generations", "tokens", "prompt_tokens")}
 
 
 # ---- estimates ----------------------------------------------------------------------------------
@@ -879,7 +894,7 @@ def protocols(cfg: RunConfig, eval_sets: dict[str, int]) -> list[dict[str, Any]]
     """Per evaluation set, what each of the paper's protocols judges: accuracy (Table 1) scores
     every pair in the given order; positional consistency (Table 5) the pairs judged in both
     orders, whose given order is the same judgment. Generations count every evaluated model."""
-    per = eval_calls(cfg)["generations"]
+    per = models_eval_calls(cfg)["generations"]
     rows = []
     for source, n in eval_sets.items():
         swapped = swapped_pairs(cfg, n)
@@ -891,7 +906,7 @@ def protocols(cfg: RunConfig, eval_sets: dict[str, int]) -> list[dict[str, Any]]
                 "accuracy_pairs": n,
                 "consistency_pairs": swapped,
                 "judged_pair_orders": judged,
-                "generations": judged * per * len(cfg.eval.models),
+                "generations": judged * per,
             }
         )
     return rows
@@ -899,11 +914,11 @@ def protocols(cfg: RunConfig, eval_sets: dict[str, int]) -> list[dict[str, Any]]
 
 def _inference_row(cfg: RunConfig, est: Estimator, eval_sets: dict[str, int]) -> dict[str, Any]:
     """04: two-stage inference with its baselines, every model on every set."""
-    per = eval_calls(cfg)
+    per = models_eval_calls(cfg)
     pairs = sum(r["judged_pair_orders"] for r in protocols(cfg, eval_sets))
     models = cfg.eval.models
     gens, tokens, prompt_tokens = (
-        pairs * per[k] * len(models) for k in ("generations", "tokens", "prompt_tokens")
+        pairs * per[k] for k in ("generations", "tokens", "prompt_tokens")
     )
     row = _row(
         "04_inference",
@@ -925,12 +940,12 @@ def _inference_row(cfg: RunConfig, est: Estimator, eval_sets: dict[str, int]) ->
 def _legacy_counts(cfg: RunConfig, n_train: int, eval_sets: dict[str, int]) -> dict[str, Any]:
     """The dry run's original keys: generations by step, their sum, the token upper bound."""
     ro = cfg.rollouts
-    per = eval_calls(cfg)
     gens = {"rollouts": n_train * ro.n_samples}
     tokens = {"rollouts": gens["rollouts"] * ro.max_new_tokens}
     for source, n in eval_sets.items():
         judged = n + swapped_pairs(cfg, n)
         for model in cfg.eval.models:
+            per = eval_calls(cfg, stage1_model(cfg, model) != model)
             key = f"eval/{model}/{source}"
             gens[key] = judged * per["generations"]
             tokens[key] = judged * per["tokens"]

@@ -69,9 +69,17 @@ METHOD_LABELS: dict[str, str] = {
 MODEL_COLORS: dict[str, str] = {
     "base": OKABE_ITO["blue"],
     "rft": OKABE_ITO["orange"],
+    "same_volume": OKABE_ITO["yellow"],
     "unified": OKABE_ITO["vermillion"],
+    "refl_only": OKABE_ITO["purple"],
 }
-MODEL_MARKERS: dict[str, str] = {"base": "o", "rft": "s", "unified": "D"}
+MODEL_MARKERS: dict[str, str] = {
+    "base": "o",
+    "rft": "s",
+    "same_volume": "^",
+    "unified": "D",
+    "refl_only": "v",
+}
 FAILURE_COLORS: dict[str, str] = {
     "missing": OKABE_ITO["orange"],
     "truncated": OKABE_ITO["vermillion"],

@@ -48,6 +48,8 @@ METHODS: tuple[str, ...] = (
     "random_winners",
     "reflectrm",
 )
+# The methods whose verdict depends on stage 2 (the others are stage 1 alone)
+STAGE2_METHODS: tuple[str, ...] = ("random_anchor", "random_winners", "reflectrm")
 PREDICTION_COLUMNS: list[str] = [
     "key",
     "id",
@@ -351,11 +353,14 @@ def run_reflectrm(
     *,
     critique_with_result: bool = False,
     enable_thinking: bool = False,
+    reflection_backend: Backend | None = None,
 ) -> ReflectResult:
     """The whole method and its baselines on `pairs` (and their swaps when cfg.both_orders).
 
     Generation goes through `backend` only (pass a CachedBackend so everything is stored): one
     call for all stage-1 samples, one for the greedy baseline, one for all reflections.
+    `reflection_backend` (None = `backend`) runs stage 2 instead: another model reflecting on
+    `backend`'s judgments (the reflection-only judge of the paper's Figure 4).
     `budget` is a `rmlib.prompts.PromptBudget` (None = its defaults; its reflection limit
     applies to stage 2). How prompts are shown is the run's, not inference's: the pipeline passes
     `prompts.critique_with_result` and `model.enable_thinking`.
@@ -393,7 +398,8 @@ def run_reflectrm(
         _plan_pair(p, rollouts_by_key, cfg) for p, rollouts_by_key in _with_groups(pairs, rollouts)
     ]
     shown = {"critique_with_result": critique_with_result, "enable_thinking": enable_thinking}
-    reflections = _run_reflections(plans, backend, tokenizer, cfg, budget, **shown)
+    stage2 = reflection_backend if reflection_backend is not None else backend
+    reflections = _run_reflections(plans, stage2, tokenizer, cfg, budget, **shown)
     reflections = _annotate_reflections(reflections, plans)
     predictions = _predictions(plans, reflections, greedy, rollouts, cfg)
     counts = _counts(rollouts, greedy, reflections, plans)

@@ -19,6 +19,7 @@ import pandas as pd
 
 from rmlib import results
 from rmlib.config import RunConfig
+from rmlib.pipeline import MODELS, headline_model
 from rmlib.run_folder import RunFolder
 
 # Figures in reading order, with what each shows (stems under figures/).
@@ -168,10 +169,9 @@ def _paired(section: dict[str, Any] | None) -> str:
     if not rows:
         return ""
     df = pd.DataFrame(rows)
-    last = df["a"].str.split(" · ").str[0].map(_model_rank).max()
-    within = df["a"].str.split(" · ").str[0] == df["b"].str.split(" · ").str[0]
-    keep = ~within | (df["a"].str.split(" · ").str[0].map(_model_rank) == last)
-    df = df[keep]
+    model_a = df["a"].str.split(" · ").str[0]
+    within = model_a == df["b"].str.split(" · ").str[0]
+    df = df[~within | (model_a == headline_model(set(model_a)))]
     table = pd.DataFrame(
         {
             "A": df["a"],
@@ -188,14 +188,10 @@ def _paired(section: dict[str, Any] | None) -> str:
     return (
         "## Paired comparisons\n\nDifference of official scores on the same pairs (points, "
         "paired bootstrap 95 % interval) and the exact McNemar test on per-pair correctness: "
-        "ReflectRM against each baseline of the last model, and the paper's steps between "
+        "ReflectRM against each baseline of the headline model, and the paper's steps between "
         "models (all comparisons: metrics.json, section `paired`).\n\n"
         + markdown_table(table, index=False)
     )
-
-
-def _model_rank(model: str) -> int:
-    return {"base": 0, "rft": 1, "unified": 2}.get(model, -1)
 
 
 def _analysis(section: dict[str, Any] | None) -> str:
@@ -244,7 +240,7 @@ def _bias(section: dict[str, Any] | None) -> str:
 
 def _failures(metrics: dict[str, Any], cfg: RunConfig) -> str:
     rows = []
-    for model in ("base", "rft", "unified"):
+    for model in MODELS:
         c = metrics.get(f"counts_{model}")
         if not c:
             continue

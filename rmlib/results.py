@@ -33,7 +33,14 @@ import pandas as pd
 from rmlib import metrics, paper
 from rmlib.config import RunConfig
 from rmlib.data.pair import Pair
-from rmlib.pipeline import MODELS, all_predictions, evaluated_models, read_pairs
+from rmlib.pipeline import (
+    MODELS,
+    all_predictions,
+    evaluated_models,
+    headline_model,
+    read_pairs,
+    stage1_model,
+)
 from rmlib.reflect import METHODS, analysis_quality, calibration_table, majority_at_k
 from rmlib.run_folder import RunFolder
 
@@ -296,6 +303,35 @@ def paper_layout(main: pd.DataFrame) -> pd.DataFrame:
     return out
 
 
+def data_volume_table(cfg: RunConfig, run: RunFolder, main: pd.DataFrame) -> pd.DataFrame:
+    """The paper's same-data-volume ablation: each of rft, same_volume and unified judged greedy,
+    with its training items (mix_counts), its score [95 % interval] on every benchmark of the
+    run, the mean of RewardBench and RMB where both were scored (the paper's measure), and the
+    paper's mean beside it. Empty when fewer than two of the three were evaluated."""
+    greedy = main[(main["method"] == "greedy") & main["model"].isin(paper.DATA_VOLUME_MODELS)]
+    models = [m for m in MODELS if m in set(greedy["model"])]
+    if len(models) < 2:
+        return pd.DataFrame()
+    mixes = run.read_table("mix_counts").set_index("model") if run.has_table("mix_counts") else None
+    published = {r["training_set"]: r for r in paper.DATA_VOLUME_ABLATION}
+    rows = []
+    for model in models:
+        g = greedy[greedy["model"] == model].set_index("benchmark")
+        name = paper.DATA_VOLUME_MODELS[model]
+        row: dict[str, Any] = {"model": model, "paper's set": name}
+        if mixes is not None and model in mixes.index:
+            row["Pref. items"] = int(mixes.loc[model, "Pref."])
+            row["Refl. items"] = int(mixes.loc[model, "Refl."])
+        for bench, r in g.iterrows():
+            row[benchmark_label(str(bench))] = fmt_ci(r["score"], r["ci_low"], r["ci_high"])
+        by_rule = g.set_index("scoring")["score"]
+        if {"rewardbench", "rmb"} <= set(by_rule.index):
+            row["RewardBench+RMB avg ours"] = f"{100 * by_rule[['rewardbench', 'rmb']].mean():.1f}"
+        row["RewardBench+RMB avg paper"] = f"{published[name]['avg_rewardbench_rmb']:.1f}"
+        rows.append(row)
+    return pd.DataFrame(rows).set_index("model")
+
+
 def subset_table(
     cfg: RunConfig, run: RunFolder, scores: dict[str, Any] | None = None
 ) -> pd.DataFrame:
@@ -522,6 +558,11 @@ CROSS_MODEL: tuple[tuple[tuple[str, str], tuple[str, str]], ...] = (
     (("unified", "greedy"), ("base", "greedy")),
     (("unified", "greedy"), ("rft", "greedy")),
     (("rft", "greedy"), ("base", "greedy")),
+    # the data-volume ablation: Refl. items against as many more Pref. items
+    (("unified", "greedy"), ("same_volume", "greedy")),
+    # Figure 4: the unified judge's own stage 2 against a separate reflection-only judge's, on
+    # the same stage-1 judgments
+    (("unified", "reflectrm"), ("refl_only", "reflectrm")),
 )
 
 
@@ -609,6 +650,11 @@ def analysis_quality_tables(
       samples each pair has, N added), beside ReflectRM at N. Only majority@k can be computed
       after the fact from stored rollouts; ReflectRM at smaller N would need new stage-2 calls.
 
+    A model that reflects on another's stage-1 judgments (the reflection-only judge,
+    `pipeline.stage1_model`) has rows only where stage 2 is its own: its summary (with
+    `stage1` naming whose judgments), reflection, and the stage-2 methods; its calibration,
+    one-sample and majority rows would repeat the stage-1 model's.
+
     Writes metrics.json section `analysis_quality`.
     """
     parts: dict[str, list[pd.DataFrame]] = {
@@ -616,11 +662,13 @@ def analysis_quality_tables(
     }
     for model in models_of(cfg, run):
         t = {n: run.read_table(f"{n}_{model}") for n in ("rollouts", "reflections", "predictions")}
-        parts["summary"].append(_summary(model, t))
-        parts["calibration"].append(_calibration(model, t["rollouts"], n_bins))
+        own = stage1_model(cfg, model) == model
+        parts["summary"].append(_summary(model, t).assign(stage1=stage1_model(cfg, model)))
+        if own:
+            parts["calibration"].append(_calibration(model, t["rollouts"], n_bins))
         parts["reflection"].append(_reflection(model, t["reflections"], cfg))
-        parts["methods"].append(_methods(model, t, cfg))
-        parts["accuracy_vs_n"].append(_accuracy_vs_n(model, t, cfg))
+        parts["methods"].append(_methods(model, t, cfg, own_stage1=own))
+        parts["accuracy_vs_n"].append(_accuracy_vs_n(model, t, cfg, own_stage1=own))
     tables = {k: _concat(v) for k, v in parts.items()}
     run.update_metrics("analysis_quality", {k: records(v) for k, v in tables.items()})
     return tables
@@ -686,7 +734,9 @@ def _reflection(model: str, refl: pd.DataFrame, cfg: RunConfig) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
-def _methods(model: str, t: dict[str, pd.DataFrame], cfg: RunConfig) -> pd.DataFrame:
+def _methods(
+    model: str, t: dict[str, pd.DataFrame], cfg: RunConfig, *, own_stage1: bool = True
+) -> pd.DataFrame:
     boot = {"n_boot": cfg.eval.n_bootstrap, "seed": cfg.run.seed}
     credit = cfg.eval.failure_credit
     rows = []
@@ -694,9 +744,10 @@ def _methods(model: str, t: dict[str, pd.DataFrame], cfg: RunConfig) -> pd.DataF
     for source, p in preds.groupby("source", sort=False):
         r = roll[roll["source"] == source]
         sample_vals = np.where(r["choice"].isna(), credit, r["correct"].astype(float))
-        rows.append(
-            _rate_row(model, source, "one sample", sample_vals, r, r["choice"].isna(), boot)
-        )
+        if own_stage1:
+            rows.append(
+                _rate_row(model, source, "one sample", sample_vals, r, r["choice"].isna(), boot)
+            )
         for method in methods_in(p):
             g = p[p["method"] == method]
             rows.append(
@@ -741,7 +792,9 @@ def n_grid(cfg: RunConfig, rollouts: pd.DataFrame) -> list[int]:
     return sorted({k for k in cfg.eval.n_grid if 1 <= k <= n} | {n})
 
 
-def _accuracy_vs_n(model: str, t: dict[str, pd.DataFrame], cfg: RunConfig) -> pd.DataFrame:
+def _accuracy_vs_n(
+    model: str, t: dict[str, pd.DataFrame], cfg: RunConfig, *, own_stage1: bool = True
+) -> pd.DataFrame:
     roll, preds = t["rollouts"], t["predictions"]
     ks = n_grid(cfg, roll)
     if not ks:
@@ -753,7 +806,7 @@ def _accuracy_vs_n(model: str, t: dict[str, pd.DataFrame], cfg: RunConfig) -> pd
     )
     maj["verdict"] = maj["verdict"].astype("Int64")
     rows = []
-    for (source, k), g in maj.groupby(["source", "k"], sort=True):
+    for (source, k), g in maj.groupby(["source", "k"], sort=True) if own_stage1 else []:
         row = _rate_row(
             model, source, "majority", credited(g, credit), g, g["verdict"].isna(), boot
         )
@@ -1140,7 +1193,7 @@ def show_examples(examples: dict[str, list[dict[str, Any]]], max_chars: int = 60
 def headline(cfg: RunConfig, run: RunFolder) -> dict[str, Any]:
     """Flat headline numbers of the run (metrics.json section `headline`; sweeps compare them).
 
-    Keys: `model` (the last evaluated model, in base, rft, unified order); per benchmark B and
+    Keys: `model` (`pipeline.headline_model`: unified when evaluated); per benchmark B and
     method M of that model `acc.B.M` (official score, fraction) with `acc.B.M.ci_low`/`.ci_high`
     and `failures.B.M` (parse failures); `acc.B.base.greedy` for reference; `avg.M`, the plain
     mean over the benchmarks present; `consistency.B.M` (correct in both orders) when both orders
@@ -1149,8 +1202,7 @@ def headline(cfg: RunConfig, run: RunFolder) -> dict[str, Any]:
     table = run.read_table("results_main") if run.has_table("results_main") else None
     if table is None or table.empty:
         table = main_table(cfg, run)
-    models = [m for m in MODELS if m in set(table["model"])]
-    last = models[-1]
+    last = headline_model(set(table["model"]))
     out: dict[str, Any] = {"model": last, "failure_credit": cfg.eval.failure_credit}
     mine = table[table["model"] == last]
     for r in mine.itertuples(index=False):

@@ -71,8 +71,8 @@ BAD_PARAMS = [
     ({"data": {"train": {"source": "nope"}}}, r"'data.train.source': unknown data source"),
     (
         {"eval": {"models": ["base", "unifed"]}},
-        r"'eval.models\[1\]': .*'base', 'rft' or "
-        r"'unified'.*got 'unifed'",
+        r"'eval.models\[1\]': .*'base', 'rft', 'same_volume', 'unified' or "
+        r"'refl_only'.*got 'unifed'",
     ),
     ({"eval": {"models": "unified"}}, r"'eval.models': .*valid list.*got 'unified'"),
     ({"eval": {"n_grid": 4}}, r"'eval.n_grid': .*valid list"),

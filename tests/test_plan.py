@@ -80,6 +80,11 @@ def test_smoke_counts_by_hand_per_notebook():
     assert rows["04_inference"]["generated_tokens_upper_bound"] == 4 * 2 * 2 * 5 * 24
     for nb in ("01_data", "05_results", "06_analysis_quality", "07_position_bias"):
         assert rows[nb]["generations"] == rows[nb]["optimizer_steps"] == 0
+    # a reflection-only judge makes its stage-2 calls only (stage 1 is unified's, stored)
+    ablation = _profile("smoke", **{"eval.models": ["base", "unified", "refl_only"]})
+    p = planner.plan(ablation)
+    assert _rows(p)["04_inference"]["generations"] == 4 * 2 * (2 * (1 + 2 + 2) + 2)
+    assert p["generations"]["eval/refl_only/demo"] == 4 * 2 * 2
 
 
 def test_grpo_steps_follow_trl_batching():
@@ -88,6 +93,14 @@ def test_grpo_steps_follow_trl_batching():
     mix = planner.mix_items_upper_bound(paper, "unified", 38_459)
     assert mix == {"pref": 38_456, "refl": 9_614, "total": 48_070}
     assert planner.mix_items_upper_bound(paper, "rft", 38_459)["total"] == 38_456
+    # the ablation models: Pref. at the mix's volume, within the pool; the mix's Refl. items
+    same = planner.mix_items_upper_bound(paper, "same_volume", 38_459)
+    assert same == {"pref": 38_459, "refl": 0, "total": 38_459}
+    assert planner.mix_items_upper_bound(paper, "refl_only", 38_459) == {
+        "pref": 0,
+        "refl": 9_614,
+        "total": 9_614,
+    }
     sched = planner.grpo_schedule(paper.grpo, mix["total"])
     # the paper's batch: 64 prompts x 8 = 512 completions a step (micro-batch 4 x accumulation
     # 128), generated at once: 48,070 // 64 = 751 whole rollout steps (6 prompts dropped), each

@@ -115,6 +115,8 @@ def test_pair_class_rule():
         ("4:1", "pref_only", None, 4, 0),
         ("1:2", "pref_same_volume", None, 6, 0),  # 2 + 4 = the mix's total
         ("1:1", "pref_same_volume", None, 7, 0),  # 8 wanted, the pool caps it at 7
+        ("4:1", "refl_only", None, 0, 1),  # the mix's Refl. items
+        ("1:2", "refl_only", None, 0, 4),
     ],
 )
 def test_exact_counts(hand_case, tokenizer, ratio, variant, max_refl, pref, refl):
@@ -313,6 +315,8 @@ def test_subsampling_is_seeded():
     same = selected(REALISTIC, seed=0, variant="pref_same_volume")
     assert set(a[0]) <= set(same[0]) and len(same[0]) == 900  # 1,125 wanted, the pool has 900
     assert same[2]["pref_requested"] == 1125 and "pool has 900" in same[2]["note"]
+    refl = selected(REALISTIC, seed=0, variant="refl_only")
+    assert refl[1] == a[1] and refl[0] == []  # the mix's Refl. items, no Pref.
 
 
 def test_seeded_draws(tokenizer):

@@ -36,6 +36,7 @@ Variants (`TrainMixConfig.variant`), all from the same seeded draws so their Pre
 - `pref_only` (the paper's RFT baseline): the Pref. items of `mix`, no Refl.
 - `pref_same_volume`: Pref. only, as many items as `mix` has in total (P + R, ≤ the pool: when
   the pool is what limits the mix, that is the pool itself, as in `pref_only`).
+- `refl_only`: the Refl. items of `mix`, no Pref. (a judge that only reflects).
 
 Prompts are chat messages (`rmlib.prompts.pref_messages` / `refl_messages`), fitted to the prompt
 budget by the project's own truncation policy before training (TRL's GRPOConfig has no prompt
@@ -68,6 +69,7 @@ VARIANTS: dict[str, str] = {
     "mix": "Pref. + Refl. at the ratio (ReflectRM's unified training)",
     "pref_only": "the mix's Pref. items only (the paper's RFT baseline)",
     "pref_same_volume": "Pref. only, as many items as the mix holds in total",
+    "refl_only": "the mix's Refl. items only (a reflection-only judge)",
 }
 ROLLOUT_REQUIRED: tuple[str, ...] = ("key", "sample", "text", "choice", "failure")
 SENTINEL = "\x00RMLIB-CONTENT\x00"
@@ -87,9 +89,10 @@ class TrainMixConfig:
         "and the caps allow (Refl. is subsampled when Pref. is short); '1:0' = Pref. only.",
         "4:1",
     )
-    variant: Literal["mix", "pref_only", "pref_same_volume"] = doc(
+    variant: Literal["mix", "pref_only", "pref_same_volume", "refl_only"] = doc(
         "Which set to build: 'mix' (Pref.+Refl.), 'pref_only' (the mix's Pref. items: the "
-        "paper's RFT baseline), 'pref_same_volume' (Pref. only, the mix's total volume).",
+        "paper's RFT baseline), 'pref_same_volume' (Pref. only, the mix's total volume), "
+        "'refl_only' (the mix's Refl. items).",
         "mix",
     )
     max_pref: int | None = doc(
@@ -281,6 +284,8 @@ def select_items(
         )
     if cfg.variant == "pref_only":
         n_refl = want_refl = 0
+    elif cfg.variant == "refl_only":
+        n_pref = want_pref = 0
     elif cfg.variant == "pref_same_volume":
         want_pref, want_refl = n_pref + n_refl, 0
         n_pref, n_refl = min(want_pref, len(pool)), 0
