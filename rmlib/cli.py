@@ -152,7 +152,7 @@ def _add_score(sub: argparse._SubParsersAction) -> None:
 
 
 def _score(args: argparse.Namespace) -> int:
-    from rmlib.metrics import score_file
+    from rmlib.scoring import score_file
 
     load_options: dict[str, Any] = {"seed": args.seed}
     if args.split:

@@ -23,10 +23,16 @@ import itertools
 import typing
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 import yaml
 from pydantic import ConfigDict, TypeAdapter, ValidationError
+
+if TYPE_CHECKING:
+    from rmlib.reflect import ReflectConfig
+    from rmlib.training.grpo import GRPOSettings
+    from rmlib.training.mix import TrainMixConfig
+    from rmlib.training.sft import WarmupConfig
 
 
 def doc(text: str, default: Any = dataclasses.MISSING, **kw: Any) -> Any:
@@ -365,11 +371,51 @@ class RunConfig:
     source: str = "<dict>"
     sweep: dict[str, list] = field(default_factory=dict)
 
-    def __getattr__(self, name: str) -> Any:
-        try:
-            return self.__dict__["sections"][name]
-        except KeyError:
-            raise AttributeError(name) from None
+    # One typed property per section of SECTIONS (the classes outside this module are imported
+    # for type checkers only: they import this module's PARAMS and doc).
+    @property
+    def run(self) -> RunSection:
+        return self.sections["run"]
+
+    @property
+    def model(self) -> ModelSection:
+        return self.sections["model"]
+
+    @property
+    def data(self) -> DataSection:
+        return self.sections["data"]
+
+    @property
+    def generation(self) -> GenerationSection:
+        return self.sections["generation"]
+
+    @property
+    def prompts(self) -> PromptSection:
+        return self.sections["prompts"]
+
+    @property
+    def rollouts(self) -> RolloutSection:
+        return self.sections["rollouts"]
+
+    @property
+    def warmup(self) -> WarmupConfig:
+        return self.sections["warmup"]
+
+    @property
+    def mix(self) -> TrainMixConfig:
+        return self.sections["mix"]
+
+    @property
+    def grpo(self) -> GRPOSettings:
+        return self.sections["grpo"]
+
+    @property
+    def inference(self) -> ReflectConfig:
+        return self.sections["inference"]
+
+    @property
+    def eval(self) -> EvalSection:
+        return self.sections["eval"]
 
     def to_dict(self) -> dict[str, Any]:
         return {k: dataclasses.asdict(v) for k, v in self.sections.items()}

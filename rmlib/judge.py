@@ -15,16 +15,17 @@ is stored before it is used.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
+import numpy as np
 import pandas as pd
 
 from rmlib import prompts
 from rmlib.data.pair import Pair
 from rmlib.generation.base import Backend, Generation, SamplingParams
-from rmlib.reflect import confidence
 from rmlib.verdict import parse_verdict
 
 ROLLOUT_COLUMNS: tuple[str, ...] = (
@@ -98,6 +99,23 @@ class ReflectionRequest:
         return self.critique_i, self.critique_anchor
 
 
+def confidence(logprobs: Sequence[float], fraction: float = 0.10) -> float:
+    """Mean of the lowest ceil(fraction * T) token log-probs; higher = more confident.
+
+    T = 0 (nothing generated) gives -inf: such a judgment is never more confident than one with
+    tokens. The product fraction * T is rounded to 9 decimals before the ceiling so that float
+    noise (0.1 * 30 = 3.0000000000000004) does not add a token.
+    """
+    if not 0 < fraction <= 1:
+        raise ValueError(f"fraction must be in (0, 1], got {fraction}")
+    t = len(logprobs)
+    if t == 0:
+        return -math.inf
+    k = max(1, math.ceil(round(fraction * t, 9)))
+    lowest = np.partition(np.asarray(logprobs, dtype=float), k - 1)[:k]
+    return float(lowest.mean())
+
+
 def judge_pairs(
     pairs: Sequence[Pair],
     backend: Backend,
@@ -112,7 +130,7 @@ def judge_pairs(
     """n judgments of every pair, parsed: the rollout table (one row per pair and sample).
 
     `budget` is a `rmlib.prompts.PromptBudget` (None = its defaults; its Pref. limit applies).
-    `correct` is False on a parse failure; `confidence` follows `rmlib.reflect.confidence` with
+    `correct` is False on a parse failure; `confidence` is `confidence` (above) with
     `confidence_fraction`. `enable_thinking` goes to the chat template (the run's
     model.enable_thinking).
     """

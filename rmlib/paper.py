@@ -1,8 +1,9 @@
 """The paper's published numbers (ReflectRM, arXiv 2604.07506; method.md §5), as constants.
 
 Accuracies are in percent, exactly as printed in the paper. Keys of the benchmark tables are the
-scoring rules of `rmlib.metrics` (`rewardbench`, `rmbench`, `rmb`, `ppe`, `judgebench`), so a
-run's scores line up with them through `metrics.scoring_of(source)`. Systems are keyed by
+scoring rules of `rmlib.scoring` (`rewardbench`, `rmbench`, `rmb`, `ppe`, `judgebench`), so a
+run's scores line up with them through `scoring.scoring_of(source)`; display names and sizes
+are on the data registry's entries (`rmlib.data.SOURCES`). Systems are keyed by
 (model, method) as this project names them: `base` (the backbone), `rft` (GRPO on Pref. only),
 `unified` (GRPO on Pref. + Refl.), `same_volume` (Pref. only at the mix's volume), `refl_only`
 (a reflection-only judge); methods of `rmlib.reflect.METHODS`.
@@ -34,14 +35,6 @@ CONFIGURATION: dict[str, Any] = {
     "benchmarks": ("rewardbench", "rmbench", "rmb", "ppe"),
     "consistency_sets": "the whole of JudgeBench plus 1,000 random pairs of each other benchmark",
     "prompts": "not published (an image in the paper): this project writes its own",
-}
-
-BENCHMARK_NAMES: dict[str, str] = {
-    "rewardbench": "RewardBench",
-    "rmbench": "RM-Bench",
-    "rmb": "RMB",
-    "ppe": "PPE-Pref",
-    "judgebench": "JudgeBench",
 }
 
 # The paper's system names, keyed by this project's (model, method).

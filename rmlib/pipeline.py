@@ -92,7 +92,7 @@ def read_pairs(run: RunFolder, name: str) -> list[Pair]:
     return [Pair.from_row(r) for r in run.read_table(name).to_dict("records")]
 
 
-def length_table(pairs: Sequence[Pair], tokenizer: Any | None = None) -> pd.DataFrame:
+def response_lengths(pairs: Sequence[Pair], tokenizer: Any | None = None) -> pd.DataFrame:
     """Per pair: lengths of the two responses (characters, and tokens when a tokenizer is given),
     and the better response's slot, for the data and bias notebooks."""
     rows = []
@@ -640,7 +640,8 @@ def evaluation_tables(result: Any, own_stage1: bool = True) -> dict[str, pd.Data
 
 
 def evaluated_models(cfg: RunConfig, run: RunFolder) -> list[str]:
-    return [m for m in cfg.eval.models if run.has_table(f"predictions_{m}")]
+    """The profile's models with predictions in this run, in the paper's order (MODELS)."""
+    return [m for m in MODELS if m in cfg.eval.models and run.has_table(f"predictions_{m}")]
 
 
 def all_predictions(cfg: RunConfig, run: RunFolder) -> pd.DataFrame:

@@ -48,6 +48,7 @@ from pathlib import Path
 from typing import Any
 
 from rmlib.config import DatasetSpec, RunConfig, describe
+from rmlib.data import find_source
 from rmlib.pipeline import MIX_VARIANT, max_new_tokens, stage1_model, trained_models
 from rmlib.training.grpo import GRPOSettings
 from rmlib.training.mix import ratio_counts
@@ -57,19 +58,6 @@ ASSUMED = "assumed (unmeasured)"
 MEASURED = "measured"
 SPEC = "spec sheet"
 DEFAULT_GPU = "h100-80gb"
-
-# Published sizes of hub-only sets (benchmarks.md), used when the data is not on this machine.
-PUBLISHED_PAIRS = {
-    "rewardbench": 2985,
-    "rm-bench": 1327 * 9,
-    "rmb": 17131,
-    "ppe": 16038,
-    "judgebench": 350,
-    "helpsteer3": 38459,
-    "skywork": 77016,
-    "hh-rlhf": 2312,
-    "llmbar": 419,
-}
 
 # ---- model facts --------------------------------------------------------------------------------
 
@@ -503,7 +491,8 @@ def _pairs(spec: DatasetSpec) -> int:
         from rmlib.data.demo import default_size
 
         return default_size(spec.split or "eval")
-    return PUBLISHED_PAIRS.get(spec.source, 0)
+    known = find_source(spec.source)
+    return (known.published_pairs or 0) if known else 0
 
 
 def mix_items_upper_bound(cfg: RunConfig, model: str, n_train: int) -> dict[str, int]:

@@ -6,9 +6,11 @@ asks the judge, greedily, to compare each other parsed judgment's critique with 
 verdict is the majority of the winners' verdicts, the anchor added when there are no winners or
 they tie.
 
-The selection and voting rules are pure functions over plain values (`confidence`,
-`select_anchor`, `reflection_plan`, `final_vote`, `majority_vote`); `run_reflectrm` wires them to
-a backend through `rmlib.judge`, in one batched backend call per stage, and returns the tables.
+The selection and voting rules are pure functions over plain values (`select_anchor`,
+`reflection_plan`, `final_vote`, `majority_vote`; each judgment's confidence is
+`rmlib.judge.confidence`); `run_reflectrm` wires them to a backend through `rmlib.judge`, in one
+batched backend call per stage, and returns the tables. The import runs one way: judge knows
+nothing of this module.
 
 Rules on parse failures (method.md §4):
 - a rollout whose verdict does not parse takes no part: it cannot be the anchor, a critique or
@@ -33,6 +35,7 @@ from typing import Any, Literal
 import numpy as np
 import pandas as pd
 
+from rmlib import judge
 from rmlib.config import PARAMS, doc
 from rmlib.data.pair import Pair, both_orders
 from rmlib.generation.base import Backend, SamplingParams
@@ -157,23 +160,6 @@ class ReflectConfig:
 
 
 # ---- pure rules ------------------------------------------------------------------------------
-
-
-def confidence(logprobs: Sequence[float], fraction: float = 0.10) -> float:
-    """Mean of the lowest ceil(fraction * T) token log-probs; higher = more confident.
-
-    T = 0 (nothing generated) gives -inf: such a judgment is never more confident than one with
-    tokens. The product fraction * T is rounded to 9 decimals before the ceiling so that float
-    noise (0.1 * 30 = 3.0000000000000004) does not add a token.
-    """
-    if not 0 < fraction <= 1:
-        raise ValueError(f"fraction must be in (0, 1], got {fraction}")
-    t = len(logprobs)
-    if t == 0:
-        return -math.inf
-    k = max(1, math.ceil(round(fraction * t, 9)))
-    lowest = np.partition(np.asarray(logprobs, dtype=float), k - 1)[:k]
-    return float(lowest.mean())
 
 
 def _parsed(choices: Sequence[Choice]) -> list[int]:
@@ -365,8 +351,6 @@ def run_reflectrm(
     applies to stage 2). How prompts are shown is the run's, not inference's: the pipeline passes
     `prompts.critique_with_result` and `model.enable_thinking`.
     """
-    from rmlib import judge  # late: judge imports this module's `confidence`
-
     cfg = cfg or ReflectConfig()
     pairs = judged_orders(pairs, cfg)
     _check_unique_keys(pairs)
@@ -429,8 +413,6 @@ def _run_reflections(
     calls come in the rounds of `reflection_rounds`; before each round a pair whose verdict is
     already settled (`settled_verdict`) drops its remaining calls, counted in `pp.pruned`.
     """
-    from rmlib import judge
-
     jobs = []  # (plan, method, anchor index, rounds of calls)
     for pp in plans:
         for method, anchor in (("reflectrm", pp.anchor), ("random_anchor", pp.random_anchor)):

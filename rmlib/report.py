@@ -1,6 +1,6 @@
 """The run's short report: report.md in the run folder, from what the notebooks wrote.
 
-`write_report(cfg, run)` reads the tables and metrics.json sections of `rmlib.results` (and
+`write_report(cfg, run)` reads the tables and metrics.json sections of `rmlib.analysis` (and
 recomputes the main table when it is missing or older than the predictions), and writes Markdown:
 the run's name and parameters, the headline tables, the figures that exist (relative links),
 parse-failure counts, how the configuration differs from the paper's, and an honest note when
@@ -17,9 +17,10 @@ from typing import Any
 
 import pandas as pd
 
-from rmlib import results
+from rmlib import analysis
 from rmlib.config import RunConfig
-from rmlib.pipeline import MODELS, headline_model
+from rmlib.data import label_of
+from rmlib.pipeline import MODELS, evaluated_models, headline_model
 from rmlib.run_folder import RunFolder
 
 # Figures in reading order, with what each shows (stems under figures/).
@@ -60,21 +61,39 @@ def write_report(cfg: RunConfig, run: RunFolder) -> Path:
     ]
     path = run.path / "report.md"
     path.write_text("\n\n".join(s for s in sections if s).rstrip() + "\n", encoding="utf-8")
+    _fill_model_cards(run, main)
     return path
+
+
+def _fill_model_cards(run: RunFolder, main: pd.DataFrame) -> None:
+    """Each trained adapter's model card gets its own rows of the main table (its evaluation
+    section, rewritten with every report)."""
+    from rmlib.training.grpo import fill_evaluation
+
+    for model in sorted(set(main["model"]) - {"base"}) if len(main) else []:
+        card = run.adapter_dir(model) / "README.md"
+        if not card.is_file():
+            continue
+        rows = analysis.paper_layout(main[main["model"] == model])
+        text = (
+            f"Run `{run.path.name}`, official scoring, given order; score [95 % interval] in "
+            "percent (rmlib.report).\n\n" + markdown_table(rows)
+        )
+        fill_evaluation(run.adapter_dir(model), text)
 
 
 def _main(cfg: RunConfig, run: RunFolder) -> pd.DataFrame:
     """The main table, recomputed when missing or older than any model's predictions."""
     name = "results_main"
-    preds = [run.table_path(f"predictions_{m}") for m in results.models_of(cfg, run)]
+    preds = [run.table_path(f"predictions_{m}") for m in evaluated_models(cfg, run)]
     if not preds:
-        return pd.DataFrame(columns=results.MAIN_COLUMNS)
+        return pd.DataFrame(columns=analysis.MAIN_COLUMNS)
     if run.has_table(name):
         built = run.table_path(name).stat().st_mtime
         if all(p.stat().st_mtime <= built for p in preds):
             return run.read_table(name)
-    table = results.main_table(cfg, run)
-    results.headline(cfg, run)
+    table = analysis.main_table(cfg, run)
+    analysis.headline(cfg, run)
     return table
 
 
@@ -132,7 +151,7 @@ def _parameters(cfg: RunConfig, run: RunFolder) -> str:
         ("training source", f"{train.source}" + (f" (n={train.n})" if train.n else "")),
         ("Pref. : Refl.", cfg.mix.ratio),
         ("evaluation sets", evals or "none"),
-        ("models evaluated", ", ".join(results.models_of(cfg, run)) or "none yet"),
+        ("models evaluated", ", ".join(evaluated_models(cfg, run)) or "none yet"),
         ("N (stage-1 samples)", str(cfg.inference.n_samples)),
         ("both orders", _orders(cfg)),
         ("parse-failure credit", f"{cfg.eval.failure_credit:g}"),
@@ -155,7 +174,7 @@ def _orders(cfg: RunConfig) -> str:
 def _headline(cfg: RunConfig, main: pd.DataFrame) -> str:
     if main.empty:
         return "## Accuracy\n\n_No predictions yet: run 04_inference._"
-    layout = results.paper_layout(main)
+    layout = analysis.paper_layout(main)
     return (
         "## Accuracy per benchmark (official scoring, given order)\n\n"
         f"Ours: score [95 % interval]; paper: Qwen3-4B as published, shown only where the paper "
@@ -176,9 +195,9 @@ def _paired(section: dict[str, Any] | None) -> str:
         {
             "A": df["a"],
             "B": df["b"],
-            "benchmark": df["benchmark"].map(results.benchmark_label),
+            "benchmark": df["benchmark"].map(label_of),
             "A − B": [
-                results.fmt_ci(d, lo, hi)
+                analysis.fmt_ci(d, lo, hi)
                 for d, lo, hi in zip(df["difference"], df["ci_low"], df["ci_high"], strict=True)
             ],
             "McNemar p": [f"{p:.3g}" for p in df["p_value"]],
@@ -226,7 +245,7 @@ def _bias(section: dict[str, Any] | None) -> str:
     if not rows:
         return ""
     cons = pd.DataFrame(rows)
-    layout = results.consistency_layout(cons)
+    layout = analysis.consistency_layout(cons)
     parts = ["## Position bias"]
     if layout.empty:
         parts.append("_One order per pair only: consistency and flip rates were not measured._")
@@ -287,28 +306,28 @@ def _figures(run: RunFolder) -> str:
 
 
 def _differences(cfg: RunConfig, main: pd.DataFrame) -> str:
-    items = results.configuration_differences(cfg, main)
+    items = analysis.configuration_differences(cfg, main)
     return "## How this run differs from the paper\n\n" + "\n".join(f"- {d}" for d in items)
 
 
 def _certainty(main: pd.DataFrame, metrics: dict[str, Any]) -> str:
     if main.empty:
         return ""
-    wide = results.wide_intervals(main)
+    wide = analysis.wide_intervals(main)
     n_min = int(pd.to_numeric(main["n"]).min())
     lines = ["## How sure are these numbers?"]
     if len(wide):
         widest = float((main["ci_high"] - main["ci_low"]).max())
         lines.append(
             f"{len(wide)} of {len(main)} scores have a 95 % interval wider than "
-            f"{100 * results.WIDE_INTERVAL:.0f} points (widest {100 * widest:.0f}; smallest "
+            f"{100 * analysis.WIDE_INTERVAL:.0f} points (widest {100 * widest:.0f}; smallest "
             f"benchmark n = {n_min}). With so few pairs, differences between methods or models "
             "of this size are not evidence of a real difference: read the paired comparisons "
             "(their intervals and McNemar p-values) before drawing any conclusion."
         )
     else:
         lines.append(
-            f"Every score's 95 % interval is within {100 * results.WIDE_INTERVAL:.0f} points "
+            f"Every score's 95 % interval is within {100 * analysis.WIDE_INTERVAL:.0f} points "
             f"(smallest benchmark n = {n_min})."
         )
     failing = main[pd.to_numeric(main["parse_failure_rate"]) >= 0.5]

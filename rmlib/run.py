@@ -143,6 +143,7 @@ def execute(
     if name:
         cfg.run.name = name
     check_device(cfg)
+    check_trl_keys(cfg)
     run = RunFolder(Path(cfg.run.output_root) / cfg.run.name)
     _start_log(run)
     run.write_params(cfg)
@@ -238,6 +239,23 @@ def check_device(cfg: RunConfig, cuda: bool | None = None) -> None:
             f"{cfg.source}: model.backbone {backbone!r} needs a CUDA device and none is visible; "
             "set model.allow_cpu: true to run it on the CPU anyway (slow)"
         )
+
+
+def check_trl_keys(cfg: RunConfig) -> None:
+    """Refuse, before any work, a grpo.trl key that trl.GRPOConfig does not have (the params
+    check at load cannot: it must not import TRL, which imports torch)."""
+    from rmlib.config import ConfigError
+
+    if not cfg.grpo.trl:
+        return
+    from dataclasses import fields
+
+    from trl import GRPOConfig
+
+    known = {f.name for f in fields(GRPOConfig)}
+    unknown = sorted(set(cfg.grpo.trl) - known)
+    if unknown:
+        raise ConfigError(f"{cfg.source}: 'grpo.trl': {unknown} are not trl.GRPOConfig fields")
 
 
 def _start_log(run: RunFolder) -> None:

@@ -96,10 +96,6 @@ class RunFolder:
     def adapter_dir(self, name: str) -> Path:
         return self.path / "adapters" / name
 
-    @property
-    def store_path(self) -> Path:
-        return self.path / self.config().generation.store
-
     # ---- provenance ---------------------------------------------------------------------------
     def record_data_file(self, path: str | Path) -> None:
         """Hash a local data file/folder read by this run into data_hashes.json."""

@@ -16,8 +16,8 @@ import pytest
 import yaml
 from results_run import DemoBackend, base_script, qwen3_tokenizer, shared_run, unified_script
 
+from rmlib import analysis as res
 from rmlib import pipeline as pl
-from rmlib import results as res
 from rmlib.config import config_from_dict
 from rmlib.reflect import STAGE2_METHODS, run_reflectrm
 from rmlib.run_folder import RunFolder

@@ -265,3 +265,12 @@ def test_mix_variants_have_one_list():
 
     hint = typing.get_type_hints(TrainMixConfig)["variant"]
     assert set(typing.get_args(hint)) == set(VARIANTS)
+
+
+def test_run_config_has_a_typed_property_per_section():
+    from rmlib.config import SECTIONS, RunConfig
+
+    cfg = config_from_dict({})
+    props = {n for n, v in vars(RunConfig).items() if isinstance(v, property)}
+    assert props == set(SECTIONS)
+    assert all(getattr(cfg, s) is cfg.sections[s] for s in SECTIONS)

@@ -12,10 +12,10 @@ import pandas as pd
 import pytest
 from results_run import one_order_copy, shared_run
 
+from rmlib import analysis as res
 from rmlib import plots
-from rmlib import results as res
 from rmlib.data.demo import load_demo
-from rmlib.pipeline import length_table, read_pairs
+from rmlib.pipeline import read_pairs, response_lengths
 
 
 @pytest.fixture(scope="module")
@@ -75,7 +75,7 @@ FIGURES = {
     ),
     "data_overview": lambda t, run: plots.data_overview(_summary(), run),
     "length_distributions": lambda t, run: plots.length_distributions(
-        length_table(read_pairs(run, "pairs_eval")), run
+        response_lengths(read_pairs(run, "pairs_eval")), run
     ),
 }
 

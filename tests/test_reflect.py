@@ -12,9 +12,9 @@ import pytest
 from reflect_fakes import Scripted, ScriptedBackend, make_pair, qwen3_tokenizer
 
 from rmlib.config import config_from_dict
+from rmlib.judge import confidence
 from rmlib.reflect import (
     ReflectConfig,
-    confidence,
     draw_random_winners,
     final_vote,
     majority_at_k,
@@ -516,7 +516,7 @@ def test_majority_at_k(run):
 
 
 def test_predictions_feed_the_scorer(run):
-    from rmlib.metrics import score_predictions
+    from rmlib.scoring import score_predictions
 
     result, _ = run
     scores = score_predictions(result.predictions, "demo", n_boot=50)["methods"]

@@ -12,9 +12,9 @@ import pandas as pd
 import pytest
 from results_run import shared_run
 
+from rmlib import analysis as res
 from rmlib import plots
 from rmlib import report as rep
-from rmlib import results as res
 from rmlib.run_folder import RunFolder
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -379,6 +379,33 @@ def test_settings_validation():
     ) == (8, 1e-6, 1e-3, 1024, 3.0, 0.1)
 
 
+def test_trl_config_is_parsed_by_the_librarys_parser(tmp_path):
+    """Every same-named setting reaches GRPOConfig without hand copying; grpo.trl adds any other
+    GRPOConfig field; a wrong name is refused before any work (rmlib run's preflight)."""
+    from dataclasses import fields
+
+    from trl import GRPOConfig
+
+    from rmlib.config import ConfigError, config_from_dict
+    from rmlib.run import check_trl_keys
+    from rmlib.training.grpo import grpo_args
+
+    cfg = GRPOSettings(beta=0.01, top_k=5, save_total_limit=3, trl={"num_iterations": 2})
+    args = grpo_args(cfg, tmp_path, seed=7)
+    shared = {f.name for f in fields(GRPOSettings)} & {f.name for f in fields(GRPOConfig)}
+    for name in shared - {"seed", "bf16"}:  # the two the trainer derives (run seed, CUDA)
+        assert getattr(args, name) == getattr(cfg, name), name
+    assert (args.num_iterations, args.seed, args.warmup_steps) == (2, 7, 0.1)
+    with pytest.raises(ValueError, match="not trl.GRPOConfig fields"):
+        grpo_args(GRPOSettings(trl={"num_iteration": 2}), tmp_path)
+    with pytest.raises(ValueError, match="set grpo.<name> instead"):
+        GRPOSettings(trl={"beta": 0.1})
+    bad = config_from_dict({"grpo": {"trl": {"num_iteration": 2}}})
+    with pytest.raises(ConfigError, match="'grpo.trl': \\['num_iteration'\\]"):
+        check_trl_keys(bad)
+    check_trl_keys(config_from_dict({"grpo": {"trl": {"num_iterations": 2}}}))
+
+
 def test_command_line_overrides():
     from rmlib.training.grpo import _parse_set, main
 

@@ -105,6 +105,7 @@ def test_smoke_run_makes_a_complete_run_folder(tmp_path):
         assert png.stat().st_size > 1000 and png.with_suffix(".svg").exists(), png.name
     adapter = run / "adapters" / "unified"
     assert (adapter / "adapter_config.json").exists() and (adapter / "README.md").exists()
+    assert "unified · reflectrm" in (adapter / "README.md").read_text()  # the card's evaluation
     assert (run / "report.md").read_text().startswith("# Run report: smoke")
     assert not unexplained_noise(run)
 

@@ -219,12 +219,12 @@ def read_file(path: Path, *, start: int = 0) -> Iterator[Row]:
     if name.endswith(".parquet"):
         records: Iterable[Any] = _read_parquet(path)
     elif name.endswith((".jsonl", ".jsonl.gz", ".ndjson")):
-        yield from _read_jsonl(path, start)
+        yield from jsonl_rows(path, start)
         return
     elif name.endswith((".json", ".json.gz")):
         records = _read_json(path)
         if records is None:  # the hub also names JSON-lines files .json
-            yield from _read_jsonl(path, start)
+            yield from jsonl_rows(path, start)
             return
     else:
         raise DataError(file, None, None, "unsupported file type (expected .json, .jsonl, "
@@ -269,7 +269,9 @@ def _read_json(path: Path) -> list[Any] | None:
     return data
 
 
-def _read_jsonl(path: Path, start: int) -> Iterator[Row]:
+def jsonl_rows(path: Path, start: int = 0) -> Iterator[Row]:
+    """The records of a JSON-lines file as `Row`s (BOM, CRLF and gzip handled; a broken line is a
+    Row carrying its located error): the project's one JSON-lines reader."""
     file = str(path)
     try:
         with _open_text(path) as f:

@@ -10,7 +10,7 @@ same-volume baseline are the same call on the mix's other variants.
 What it leaves in `output_dir`:
 - `adapter_config.json`, `adapter_model.safetensors`: the final adapter (PEFT format);
 - `README.md`: a model card (backbone, data counts, parameters, seed; an evaluation section
-  that `fill_evaluation` fills once figures exist);
+  that `fill_evaluation` fills: `rmlib.report` writes the model's main-table rows there);
 - `checkpoint-<step>/`: every `save_steps` optimizer steps (the newest `save_total_limit`);
   a killed run called again resumes from the newest complete one and reaches the same final
   step and adapter weights as an uninterrupted run;
@@ -187,8 +187,17 @@ class GRPOSettings:
         "would reserve KV for it).",
         None,
     )
+    trl: dict = doc(
+        "Any other trl.GRPOConfig field, by TRL's own name, e.g. {num_iterations: 2, "
+        "top_entropy_quantile: 0.2}: parsed by transformers' HfArgumentParser (an unknown name "
+        "or a bad value is refused when 03 starts; a field this section has is set there).",
+        {},
+    )
 
     def __post_init__(self) -> None:
+        taken = set(self.trl) & {f.name for f in fields(self)}
+        if taken:
+            raise ValueError(f"grpo.trl sets {sorted(taken)}: set grpo.<name> instead")
         if not 0.0 <= self.warmup_ratio < 1.0:
             raise ValueError(f"warmup_ratio must be in [0, 1), got {self.warmup_ratio}")
         if self.num_generations < 2:
@@ -214,53 +223,32 @@ GRPORecipe = GRPOSettings  # the name used in the issue
 def grpo_args(
     cfg: GRPOSettings, output_dir: str | Path, *, seed: int = 0, enable_thinking: bool = False
 ) -> Any:
-    """The trl.GRPOConfig of our settings (every value explicit; no reporting).
+    """The trl.GRPOConfig of our settings, parsed by transformers' HfArgumentParser (TRL's own
+    types and checks; no reporting).
 
-    `enable_thinking` is the run's model.enable_thinking: TRL renders the mix's messages with it
-    (chat_template_kwargs), as every other step renders its prompts."""
+    Every field of GRPOSettings that GRPOConfig has by the same name is passed under it; the few
+    below are the project's (renamed, derived, or fixed for how rmlib runs), and `cfg.trl` adds
+    any other GRPOConfig field. `enable_thinking` is the run's model.enable_thinking: TRL renders
+    the mix's messages with it (chat_template_kwargs), as every other step renders its prompts."""
     import torch
+    from transformers import HfArgumentParser
     from trl import GRPOConfig
 
     on_cuda = torch.cuda.is_available()
     bf16 = on_cuda and torch.cuda.is_bf16_supported() if cfg.bf16 is None else cfg.bf16
     seed = cfg.seed if cfg.seed is not None else seed
-    return GRPOConfig(
+    trl_fields = {f.name for f in fields(GRPOConfig)}
+    args = {f.name: getattr(cfg, f.name) for f in fields(cfg) if f.name in trl_fields}
+    args.update(
         output_dir=str(output_dir),
-        num_generations=cfg.num_generations,
-        learning_rate=cfg.learning_rate,
-        beta=cfg.beta,
-        max_completion_length=cfg.max_completion_length,
-        num_train_epochs=cfg.num_train_epochs,
-        max_steps=cfg.max_steps,
-        per_device_train_batch_size=cfg.per_device_train_batch_size,
-        gradient_accumulation_steps=cfg.gradient_accumulation_steps,
-        generation_batch_size=cfg.generation_batch_size,
-        gradient_checkpointing=cfg.gradient_checkpointing,
         gradient_checkpointing_kwargs={"use_reentrant": False},
-        loss_type=cfg.loss_type,
-        scale_rewards=cfg.scale_rewards,
-        epsilon=cfg.epsilon,
-        temperature=cfg.temperature,
-        top_p=cfg.top_p,
-        top_k=cfg.top_k,
         warmup_steps=cfg.warmup_ratio,  # a float < 1 is a ratio of the total steps
-        lr_scheduler_type=cfg.lr_scheduler_type,
-        weight_decay=cfg.weight_decay,
-        max_grad_norm=cfg.max_grad_norm,
-        mask_truncated_completions=cfg.mask_truncated_completions,
         chat_template_kwargs={"enable_thinking": enable_thinking},
         save_strategy="steps",
-        save_steps=cfg.save_steps,
-        save_total_limit=cfg.save_total_limit,
-        logging_steps=cfg.logging_steps,
         seed=seed,
         data_seed=seed,
         bf16=bf16,
-        use_vllm=cfg.use_vllm,
         vllm_mode="colocate",
-        vllm_gpu_memory_utilization=cfg.vllm_gpu_memory_utilization,
-        vllm_enable_sleep_mode=cfg.vllm_enable_sleep_mode,
-        vllm_max_model_length=cfg.vllm_max_model_length,
         report_to="none",
         remove_unused_columns=False,  # the reward reads `label` and `task`
         shuffle_dataset=True,
@@ -268,10 +256,17 @@ def grpo_args(
         disable_tqdm=False,
         dataloader_pin_memory=on_cuda,  # pinning needs an accelerator (else a warning a step)
     )
+    unknown = sorted(set(cfg.trl) - trl_fields)
+    if unknown:
+        raise ValueError(f"grpo.trl: {unknown} are not trl.GRPOConfig fields")
+    (config,) = HfArgumentParser(GRPOConfig).parse_dict({**args, **cfg.trl})
+    return config
 
 
-def lora_config(cfg: GRPOSettings) -> Any:
-    """LoRA on every linear projection (the lm_head excluded: TRL computes log-probs from it)."""
+def lora_config(cfg: Any) -> Any:
+    """LoRA on every linear projection (the lm_head excluded: TRL computes log-probs from it),
+    from any settings with lora_r / lora_alpha / lora_dropout / lora_target_modules (GRPO's and
+    the warm-up's): the one LoRA recipe of the project."""
     from peft import LoraConfig
 
     return LoraConfig(
@@ -657,14 +652,10 @@ def _number(value: Any) -> float | None:
 
 
 def _read_jsonl(path: Path) -> list[dict[str, Any]]:
-    rows = []
-    for line in path.read_text().splitlines():
-        if line.strip():
-            try:
-                rows.append(json.loads(line))
-            except json.JSONDecodeError:  # a line cut by a kill: drop it
-                continue
-    return rows
+    """The progress records; a line cut by a kill is dropped (the next log step rewrites it)."""
+    from rmlib.data._io import jsonl_rows
+
+    return [r.data for r in jsonl_rows(path) if r.error is None and isinstance(r.data, dict)]
 
 
 def progress_line(row: dict[str, Any], max_steps: int) -> str:

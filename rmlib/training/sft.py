@@ -230,25 +230,17 @@ def build_sft_trainer(
 ) -> Any:
     """An SFTTrainer: backbone + fresh LoRA on all linear layers, completion-only loss."""
     import torch
-    from peft import LoraConfig
     from transformers.trainer_callback import ProgressCallback
     from trl import SFTTrainer
 
-    from rmlib.training.grpo import load_policy
+    from rmlib.training.grpo import load_policy, lora_config
 
     if cfg.torch_threads:
         torch.set_num_threads(cfg.torch_threads)
     model, tokenizer = load_policy(
         backbone, precision=_precision(cfg), trust_remote_code=trust_remote_code
     )
-    lora = LoraConfig(
-        r=cfg.lora_r,
-        lora_alpha=cfg.lora_alpha,
-        lora_dropout=cfg.lora_dropout,
-        target_modules=cfg.lora_target_modules,
-        bias="none",
-        task_type="CAUSAL_LM",
-    )
+    lora = lora_config(cfg)
     trainer = SFTTrainer(
         model=model,
         args=sft_args(cfg, output_dir, seed=seed),

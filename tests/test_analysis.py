@@ -14,8 +14,8 @@ import pandas as pd
 import pytest
 from results_run import one_order_copy, shared_run
 
+from rmlib import analysis as res
 from rmlib import paper
-from rmlib import results as res
 from rmlib.config import config_from_dict
 
 

@@ -11,7 +11,7 @@ import pandas as pd
 import pytest
 
 from rmlib.data.pair import DataError, Pair
-from rmlib.metrics import (
+from rmlib.scoring import (
     REWARDBENCH_WEIGHTS,
     attach_pairs,
     bootstrap_ci,
@@ -505,7 +505,7 @@ def test_attach_pairs_flips_swapped_labels_and_checks_them():
     res = score_predictions(pred, "demo", pairs=pairs, n_boot=20, order="both")
     assert res["methods"]["default"]["score"] == 0.5  # labels: given 2, swapped 1
     bad = pred.assign(label=[2, 2])
-    from rmlib.metrics import validate_predictions
+    from rmlib.scoring import validate_predictions
 
     with pytest.raises(DataError, match="row 1.*label"):
         attach_pairs(validate_predictions(bad), pairs)

@@ -1,0 +1,257 @@
+"""Notebook 06's figures: calibration of confidence, reflection accuracy, each stage and baseline,
+accuracy as N grows.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pandas as pd
+from matplotlib.figure import Figure
+from matplotlib.lines import Line2D
+from matplotlib.patches import Patch
+
+from rmlib.data import label_of
+from rmlib.plots.style import (
+    METHOD_COLORS,
+    MODEL_COLORS,
+    MODEL_MARKERS,
+    OKABE_ITO,
+    chance_line,
+    empty,
+    empty_figure,
+    err,
+    grid_shape,
+    hide_unused,
+    method_label,
+    new_figure,
+    pct,
+    save,
+    styled,
+)
+from rmlib.run_folder import RunFolder
+
+
+@styled
+def calibration_curve(calibration: pd.DataFrame, run: RunFolder) -> Figure:
+    """Accuracy of the parsed stage-1 judgments in confidence quantile bins (Wilson 95 %
+    intervals; bin sizes in the legend). The confidence is a mean log-probability, not a
+    probability, so there is no diagonal: a useful confidence has accuracy rising to the right."""
+    title = "Does confidence predict correctness? (stage-1 judgments)"
+    if calibration.empty:
+        return empty_figure(run, "calibration", title, "No parsed stage-1 judgments.")
+    fig, (ax,) = new_figure(size=(7.5, 4.2))
+    for model, g in calibration.groupby("model", sort=False):
+        g = g.sort_values("confidence")
+        color = MODEL_COLORS.get(str(model), "k")
+        ax.errorbar(
+            g["confidence"],
+            100 * g["accuracy"],
+            yerr=err(g["accuracy"], g["ci_low"], g["ci_high"]),
+            fmt="-" + MODEL_MARKERS.get(str(model), "o"),
+            color=color,
+            capsize=3,
+            label=f"{model}: {int(g['n'].sum())} judgments, {len(g)} bins of {_n_range(g['n'])}",
+        )
+    chance_line(ax, axis="y")
+    ax.set_ylim(-2, 102)
+    ax.set_xlabel("confidence: mean log-prob of the lowest-probability tokens (bin mean)")
+    ax.set_ylabel("correct verdicts (%)")
+    ax.set_title(title)
+    ax.legend(loc="best")
+    fig.tight_layout()
+    return save(fig, run, "calibration")
+
+
+def _n_range(n: pd.Series) -> str:
+    lo, hi = int(n.min()), int(n.max())
+    return f"{lo}" if lo == hi else f"{lo}–{hi}"
+
+
+@styled
+def reflection_accuracy(reflection: pd.DataFrame, run: RunFolder) -> Figure:
+    """How often a stage-2 reflection prefers the correct critique where exactly one of the two
+    is correct: overall, when the anchor is wrong (overruling is right) and when it is right
+    (keeping it is right); the real anchor and the random-anchor ablation, per model."""
+    title = "Reflection accuracy: does stage 2 prefer the correct critique?"
+    df = reflection
+    if df.empty or not (df["n"] > 0).any():
+        return empty_figure(
+            run,
+            "reflection_accuracy",
+            title,
+            "No informative reflection: no pair had one right and one wrong "
+            "critique compared (or stage 2 never ran).",
+        )
+    models = list(dict.fromkeys(df["model"]))
+    fig, axes = new_figure(
+        1, len(models), size=(5.2 * len(models), 4.2), sharey=True, layout="constrained"
+    )
+    from rmlib.analysis.quality import REFLECTION_CASES
+
+    for ax, model in zip(axes, models, strict=True):
+        g = df[df["model"] == model]
+        if not (g["n"] > 0).any():
+            ax.set_title(f"model: {model}")
+            empty(ax, "no informative call:\nits critiques never disagreed\n(or stage 2 never ran)")
+            continue
+        methods = list(dict.fromkeys(g["method"]))
+        width = 0.8 / len(methods)
+        for j, method in enumerate(methods):
+            h = g[g["method"] == method].set_index("case").reindex(list(REFLECTION_CASES))
+            x = np.arange(len(REFLECTION_CASES)) - 0.4 + width * (j + 0.5)
+            vals = np.array([pct(v) for v in h["prefers_correct"]])
+            ax.bar(
+                x,
+                np.nan_to_num(vals),
+                width,
+                color=METHOD_COLORS.get(method, "k"),
+                yerr=err(h["prefers_correct"], h["ci_low"], h["ci_high"]),
+                capsize=3,
+                label=method_label(method) if method != "reflectrm" else "ReflectRM anchor",
+            )
+            for xi, v, n in zip(x, vals, h["n"], strict=True):
+                text = "n=0" if pd.isna(n) or n == 0 else f"n={int(n)}"
+                ax.annotate(
+                    text,
+                    (xi, 1),
+                    ha="center",
+                    va="bottom",
+                    fontsize=8,
+                    color="white" if not math.isnan(v) and v > 8 else "black",
+                )
+        chance_line(ax, axis="y", label=None)
+        ax.set_xticks(
+            range(len(REFLECTION_CASES)),
+            ["all informative\ncalls", "anchor wrong:\noverrule it", "anchor right:\nkeep it"],
+        )
+        ax.set_ylim(0, 105)
+        ax.set_title(f"model: {model}")
+        ax.set_ylabel("prefers the correct critique (%, 95 % CI)")
+    handles = [
+        Patch(color=METHOD_COLORS[m], label=lab)
+        for m, lab in (
+            ("reflectrm", "anchor: the most confident judgment (ReflectRM)"),
+            ("random_anchor", "anchor: a random judgment (ablation)"),
+        )
+        if m in set(df["method"])
+    ]
+    handles.append(Line2D([], [], color=OKABE_ITO["grey"], linestyle=":", label="coin flip"))
+    fig.legend(handles=handles, loc="outside lower center", ncol=3, frameon=False)
+    fig.suptitle(title, fontweight="bold")
+    return save(fig, run, "reflection_accuracy")
+
+
+ANALYSIS_METHODS: tuple[str, ...] = (
+    "one sample",
+    "greedy",
+    "majority",
+    "anchor",
+    "random_anchor",
+    "random_winners",
+    "winners",
+    "reflectrm",
+)
+
+
+@styled
+def method_accuracies(methods: pd.DataFrame, run: RunFolder) -> Figure:
+    """Plain accuracy (both orders pooled) of one sampled judgment, greedy, majority vote, the
+    anchor, random anchor, random winners, the winners' own verdicts and ReflectRM's final vote:
+    one panel per benchmark, one marker per model, 95 % bootstrap intervals over pairs."""
+    title = "Accuracy of each stage and baseline"
+    if methods.empty:
+        return empty_figure(run, "method_accuracy", title, "No predictions.")
+    benches = list(dict.fromkeys(methods["benchmark"]))
+    models = list(dict.fromkeys(methods["model"]))
+    nrows, ncols = grid_shape(len(benches), 2)
+    fig, axes = new_figure(
+        nrows, ncols, size=(6.8 * ncols, 4.4 * nrows), sharey=True, layout="constrained"
+    )
+    order = [m for m in ANALYSIS_METHODS if m in set(methods["method"])]
+    step = 0.6 / max(1, len(models))
+    for ax, bench in zip(axes, benches, strict=False):
+        t = methods[methods["benchmark"] == bench]
+        for j, model in enumerate(models):
+            g = t[t["model"] == model].set_index("method").reindex(order)
+            x = np.arange(len(order)) - 0.3 + step * (j + 0.5)
+            ax.errorbar(
+                x,
+                [pct(v) for v in g["accuracy"]],
+                yerr=err(g["accuracy"], g["ci_low"], g["ci_high"]),
+                fmt=MODEL_MARKERS.get(model, "o"),
+                color=MODEL_COLORS.get(model, "k"),
+                capsize=3,
+                label=f"model: {model}",
+            )
+        for xi in np.arange(len(order) - 1) + 0.5:
+            ax.axvline(xi, color=OKABE_ITO["grey"], linewidth=0.5, alpha=0.5)
+        ax.set_xticks(range(len(order)), [method_label(m) for m in order], rotation=30, ha="right")
+        ax.grid(axis="x", visible=False)
+        chance_line(ax, axis="y")
+        ax.set_ylim(-2, 102)
+        ax.set_ylabel("accuracy (%, both orders, 95 % CI)")
+        ax.set_title(f"{label_of(bench)} ({int(t['n_pairs'].max())} pairs)")
+        ax.legend(loc="lower right", fontsize=8)
+    hide_unused(axes, len(benches))
+    fig.suptitle(title, fontweight="bold")
+    return save(fig, run, "method_accuracy")
+
+
+@styled
+def accuracy_vs_n(table: pd.DataFrame, run: RunFolder) -> Figure:
+    """Majority vote of the first k of the N stored samples, for growing k, with ReflectRM at N.
+    Only majority@k can be computed after the fact; ReflectRM at a smaller N would need new
+    stage-2 calls, so it appears at the run's N only."""
+    title = "Accuracy as N grows"
+    if table.empty:
+        return empty_figure(run, "accuracy_vs_n", title, "No stage-1 samples.")
+    benches = list(dict.fromkeys(table["benchmark"]))
+    nrows, ncols = grid_shape(len(benches), 2)
+    fig, axes = new_figure(
+        nrows, ncols, size=(6.2 * ncols, 4.2 * nrows), sharey=True, layout="constrained"
+    )
+    for ax, bench in zip(axes, benches, strict=False):
+        t = table[table["benchmark"] == bench]
+        for model, g in t.groupby("model", sort=False):
+            color = MODEL_COLORS.get(str(model), "k")
+            maj = g[g["method"] == "majority"].sort_values("k")
+            ax.plot(
+                maj["k"],
+                100 * maj["accuracy"],
+                "-" + MODEL_MARKERS.get(str(model), "o"),
+                color=color,
+                label=f"{model} · majority@k",
+            )
+            ax.fill_between(
+                maj["k"], 100 * maj["ci_low"], 100 * maj["ci_high"], color=color, alpha=0.12
+            )
+            ref = g[g["method"] == "reflectrm"]
+            if len(ref):
+                ax.errorbar(
+                    ref["k"],
+                    100 * ref["accuracy"],
+                    yerr=err(ref["accuracy"], ref["ci_low"], ref["ci_high"]),
+                    fmt="*",
+                    markersize=13,
+                    color=color,
+                    capsize=3,
+                    label=f"{model} · ReflectRM at N={int(ref['k'].iloc[0])}",
+                )
+        ks = sorted(set(t["k"]))
+        ax.set_xscale("log", base=2)
+        ax.set_xticks(ks, [str(k) for k in ks])
+        ax.minorticks_off()
+        chance_line(ax, axis="y")
+        ax.set_ylim(0, 102)
+        ax.set_xlabel("k: samples voting (first k of N)")
+        ax.set_ylabel("accuracy (%, both orders; band: 95 % CI)")
+        ax.set_title(f"{label_of(bench)} ({int(t['n_pairs'].max())} pairs)")
+        ax.legend(loc="lower right", fontsize=8)
+    hide_unused(axes, len(benches))
+    fig.suptitle(
+        title + " (majority@k from stored samples; ReflectRM only at the run's N)",
+        fontweight="bold",
+    )
+    return save(fig, run, "accuracy_vs_n")

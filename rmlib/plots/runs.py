@@ -1,0 +1,158 @@
+"""Notebooks 02-04's figures: correct rollouts per training pair, GRPO's training curves, parse
+failures by kind and stage.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+import pandas as pd
+from matplotlib.figure import Figure
+from matplotlib.patches import Patch
+
+from rmlib.plots.style import (
+    FAILURE_COLORS,
+    MODEL_COLORS,
+    OKABE_ITO,
+    empty,
+    empty_figure,
+    new_figure,
+    save,
+    styled,
+)
+from rmlib.run_folder import RunFolder
+
+
+@styled
+def correct_per_pair(rollouts: pd.DataFrame, n: int, run: RunFolder) -> Figure:
+    """How many of a training pair's N sampled verdicts are correct (a parse failure counts as
+    not correct): easy pairs (all N) are dropped, mixed pairs give Refl. items, all-wrong pairs
+    only Pref. items."""
+    if rollouts.empty:
+        return empty_figure(run, "correct_per_pair", "Correct verdicts per pair", "No rollouts.")
+    per_pair = rollouts.groupby("key")["correct"].apply(lambda s: int(s.astype(bool).sum()))
+    counts = per_pair.value_counts().reindex(range(n + 1), fill_value=0)
+    kinds = {0: "all wrong", n: "easy (all right): dropped"}
+    colors = [
+        OKABE_ITO["vermillion"] if k == 0 else OKABE_ITO["grey"] if k == n else OKABE_ITO["blue"]
+        for k in counts.index
+    ]
+    fig, (ax,) = new_figure(size=(7.5, 3.8))
+    ax.bar(counts.index, counts.to_numpy(), color=colors)
+    for k, c in counts.items():
+        ax.annotate(str(c), (k, c), xytext=(0, 2), textcoords="offset points", ha="center")
+    n_mixed = int(counts.iloc[1:n].sum()) if n > 1 else 0
+    handles = [
+        Patch(color=OKABE_ITO["vermillion"], label=f"{kinds[0]}: {counts[0]}"),
+        Patch(color=OKABE_ITO["blue"], label=f"mixed (Refl. source): {n_mixed}"),
+        Patch(color=OKABE_ITO["grey"], label=f"{kinds[n]}: {counts[n]}"),
+    ]
+    ax.legend(handles=handles, loc="upper left", bbox_to_anchor=(1.01, 1.0), frameon=False)
+    ax.set_xticks(range(n + 1))
+    ax.set_xlabel(f"correct verdicts out of N = {n} (parse failures count as not correct)")
+    ax.set_ylabel("training pairs")
+    ax.set_title(f"Correct verdicts per training pair ({len(per_pair)} pairs)")
+    fig.tight_layout()
+    return save(fig, run, "correct_per_pair")
+
+
+TRAINING_PANELS: tuple[tuple[str, str], ...] = (
+    ("reward", "mean reward (correct 1, wrong 0,\nunparseable: penalty)"),
+    ("parse_failure_rate", "parse failures (% of completions)"),
+    ("kl", "KL to the base model"),
+)
+
+
+@styled
+def training_curves(log: pd.DataFrame, run: RunFolder) -> Figure:
+    """Reward (with ± one standard deviation across the batch), parse-failure rate and KL over
+    optimizer steps, one line per trained variant. Missing columns or values leave a panel that
+    says so."""
+    fig, axes = new_figure(1, 3, size=(13, 3.6))
+    if log is None or log.empty or "step" not in log:
+        for ax in axes:
+            empty(ax, "no training log")
+        fig.suptitle("Training curves: nothing was trained in this run")
+        return save(fig, run, "training_curves")
+    variants = list(dict.fromkeys(log["variant"])) if "variant" in log else ["model"]
+    for ax, (col, ylabel) in zip(axes, TRAINING_PANELS, strict=True):
+        if col not in log or log[col].isna().all():
+            empty(ax, f"'{col}' was not logged")
+            continue
+        for v in variants:
+            g = log[log["variant"] == v] if "variant" in log else log
+            g = g.dropna(subset=[col]).sort_values("step")
+            color = MODEL_COLORS.get(str(v), OKABE_ITO["black"])
+            y = g[col].astype(float) * (100 if col == "parse_failure_rate" else 1)
+            ax.plot(g["step"], y, marker=".", color=color, label=f"{v} ({len(g)} steps)")
+            if col == "reward" and "reward_std" in g and g["reward_std"].notna().any():
+                sd = g["reward_std"].astype(float).fillna(0)
+                ax.fill_between(g["step"], y - sd, y + sd, color=color, alpha=0.15)
+        ax.set_xlabel("optimizer step")
+        ax.set_ylabel(ylabel)
+        ax.legend()
+    axes[0].set_title("Reward (band: ± 1 s.d. in the batch)")
+    axes[1].set_title("Parse failures")
+    axes[2].set_title("KL divergence")
+    fig.tight_layout()
+    return save(fig, run, "training_curves")
+
+
+FAILURE_STAGES: tuple[tuple[str, str], ...] = (
+    ("rollouts", "stage 1 (sampled)"),
+    ("greedy", "greedy"),
+    ("reflections", "stage 2 (reflection)"),
+)
+
+
+def parse_failure_counts(run: RunFolder, models: Sequence[str]) -> pd.DataFrame:
+    """Per model and stage: calls and parse failures by kind (models without tables skipped)."""
+    rows = []
+    for model in models:
+        for table, stage in FAILURE_STAGES:
+            name = f"{table}_{model}"
+            if not run.has_table(name):
+                continue
+            df = run.read_table(name)
+            kinds = df["failure"].dropna().astype(str).value_counts().to_dict() if len(df) else {}
+            rows.append({"model": model, "stage": stage, "calls": len(df), **kinds})
+    return pd.DataFrame(rows).fillna(0)
+
+
+@styled
+def parse_failures(run: RunFolder, models: list[str]) -> Figure:
+    """Parse failures per model and stage, stacked by kind (no <Result> block, cut off at the
+    token limit, empty, both answers, a tie); the label gives failures of all calls."""
+    counts = parse_failure_counts(run, models)
+    title = "Parse failures by model, stage and kind"
+    if counts.empty:
+        return empty_figure(
+            run, "parse_failures", title, "No judgment tables yet for " + ", ".join(models) + "."
+        )
+    kinds = [k for k in FAILURE_COLORS if k in counts] + sorted(
+        set(counts) - set(FAILURE_COLORS) - {"model", "stage", "calls"}
+    )
+    fig, (ax,) = new_figure(size=(9, max(2.5, 0.45 * len(counts) + 1.4)))
+    y = np.arange(len(counts))[::-1]
+    left = np.zeros(len(counts))
+    for k in kinds:
+        vals = counts[k].to_numpy(dtype=float)
+        ax.barh(y, vals, left=left, color=FAILURE_COLORS.get(k, OKABE_ITO["black"]), label=k)
+        left += vals
+    labels = []
+    for r, total in zip(counts.to_dict("records"), left, strict=True):
+        share = 100 * total / r["calls"] if r["calls"] else 0
+        labels.append(
+            f"{r['model']} · {r['stage']}\n{int(total)} of {int(r['calls'])} ({share:.0f} %)"
+        )
+    ax.set_yticks(y, labels)
+    ax.set_xlabel("parse failures (count)")
+    ax.set_title(title)
+    if kinds:
+        ax.legend(title="kind", loc="upper left", bbox_to_anchor=(1.01, 1.0), frameon=False)
+    else:
+        ax.text(0.5, 0.5, "no parse failures", transform=ax.transAxes, ha="center")
+    ax.set_xlim(0, max(1.0, float(left.max()) * 1.1))
+    fig.tight_layout()
+    return save(fig, run, "parse_failures")

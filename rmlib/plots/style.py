@@ -1,0 +1,264 @@
+"""The figures' shared look and plumbing: the Okabe-Ito palette (one colour per method, one
+marker per model across all figures), rc settings, saving as PNG + SVG under the run folder,
+empty-figure messages, percent and error-bar helpers.
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+import matplotlib
+import matplotlib.pyplot as plt
+import matplotlib.ticker
+import numpy as np
+import pandas as pd
+from matplotlib.axes import Axes
+from matplotlib.figure import Figure
+from matplotlib.lines import Line2D
+
+from rmlib.run_folder import RunFolder
+
+# Okabe & Ito (2008), "Color Universal Design".
+OKABE_ITO: dict[str, str] = {
+    "black": "#000000",
+    "orange": "#E69F00",
+    "sky": "#56B4E9",
+    "green": "#009E73",
+    "yellow": "#F0E442",
+    "blue": "#0072B2",
+    "vermillion": "#D55E00",
+    "purple": "#CC79A7",
+    "grey": "#999999",
+}
+
+
+METHOD_COLORS: dict[str, str] = {
+    "one sample": OKABE_ITO["grey"],
+    "greedy": OKABE_ITO["blue"],
+    "majority": OKABE_ITO["sky"],
+    "anchor": OKABE_ITO["orange"],
+    "random_anchor": OKABE_ITO["purple"],
+    "random_winners": OKABE_ITO["black"],
+    "winners": OKABE_ITO["green"],
+    "reflectrm": OKABE_ITO["vermillion"],
+}
+
+
+METHOD_LABELS: dict[str, str] = {
+    "one sample": "one sampled judgment",
+    "greedy": "greedy",
+    "majority": "majority of N",
+    "anchor": "anchor alone",
+    "random_anchor": "random anchor",
+    "random_winners": "random winners",
+    "winners": "winners' verdicts",
+    "reflectrm": "ReflectRM",
+}
+
+
+MODEL_COLORS: dict[str, str] = {
+    "base": OKABE_ITO["blue"],
+    "rft": OKABE_ITO["orange"],
+    "same_volume": OKABE_ITO["yellow"],
+    "unified": OKABE_ITO["vermillion"],
+    "refl_only": OKABE_ITO["purple"],
+}
+
+
+MODEL_MARKERS: dict[str, str] = {
+    "base": "o",
+    "rft": "s",
+    "same_volume": "^",
+    "unified": "D",
+    "refl_only": "v",
+}
+
+
+FAILURE_COLORS: dict[str, str] = {
+    "missing": OKABE_ITO["orange"],
+    "truncated": OKABE_ITO["vermillion"],
+    "empty": OKABE_ITO["grey"],
+    "ambiguous": OKABE_ITO["purple"],
+    "tie": OKABE_ITO["sky"],
+}
+
+
+RC: dict[str, Any] = {
+    "font.size": 10,
+    "axes.titlesize": 11,
+    "axes.labelsize": 10,
+    "legend.fontsize": 9,
+    "xtick.labelsize": 9,
+    "ytick.labelsize": 9,
+    "axes.spines.top": False,
+    "axes.spines.right": False,
+    "axes.grid": True,
+    "grid.alpha": 0.3,
+    "svg.fonttype": "none",  # text stays text in the SVG (searchable, small)
+}
+
+
+PNG_DPI = 150
+
+
+def save_to(fig: Figure, stem: Path) -> Figure:
+    """Write `stem`.png and `stem`.svg, close the figure (no open-figure build-up), return it."""
+    stem = Path(stem)
+    stem.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(stem.parent / f"{stem.name}.png", dpi=PNG_DPI, bbox_inches="tight")
+    fig.savefig(stem.parent / f"{stem.name}.svg", bbox_inches="tight")
+    plt.close(fig)
+    return fig
+
+
+def save(fig: Figure, run: RunFolder, name: str) -> Figure:
+    """Save a figure as figures/<name>.png and .svg of the run folder."""
+    return save_to(fig, run.figure_path(name))
+
+
+def styled(fn: Callable[..., Figure]) -> Callable[..., Figure]:
+    """Draw under the workbook's style (rcParams apply while artists are created)."""
+
+    @functools.wraps(fn)
+    def wrapper(*args: Any, **kwargs: Any) -> Figure:
+        with matplotlib.rc_context(RC):
+            return fn(*args, **kwargs)
+
+    return wrapper
+
+
+def new_figure(nrows: int = 1, ncols: int = 1, *, size: tuple[float, float], **kw: Any):
+    """A pyplot figure (so notebooks display it) and a flat list of its axes."""
+    fig, axes = plt.subplots(nrows, ncols, figsize=size, squeeze=False, **kw)
+    return fig, list(axes.ravel())
+
+
+def empty(ax: Axes, message: str) -> None:
+    """Say in the plot why there is nothing to draw."""
+    ax.set_axis_off()
+    ax.text(0.5, 0.5, message, ha="center", va="center", wrap=True, transform=ax.transAxes)
+
+
+def empty_figure(run: RunFolder, name: str, title: str, message: str) -> Figure:
+    fig, (ax,) = new_figure(size=(7, 2.2))
+    ax.set_title(title)
+    empty(ax, message)
+    return save(fig, run, name)
+
+
+def pct(x: Any) -> float:
+    return math.nan if x is None or pd.isna(x) else 100 * float(x)
+
+
+def err(values: Sequence[Any], lows: Sequence[Any], highs: Sequence[Any]) -> np.ndarray:
+    """Asymmetric error-bar lengths in percent (missing bounds draw no bar)."""
+    v = np.array([pct(x) for x in values])
+    lo = np.array([pct(x) for x in lows])
+    hi = np.array([pct(x) for x in highs])
+    below = np.nan_to_num(np.clip(v - lo, 0, None))
+    above = np.nan_to_num(np.clip(hi - v, 0, None))
+    return np.vstack([below, above])
+
+
+def method_label(method: str) -> str:
+    return METHOD_LABELS.get(method, method)
+
+
+def system_label(model: str, method: str) -> str:
+    return f"{model} · {method_label(method)}"
+
+
+def grid_shape(n: int, ncols: int = 3) -> tuple[int, int]:
+    cols = max(1, min(ncols, n))
+    return math.ceil(n / cols), cols
+
+
+def hide_unused(axes: list[Axes], used: int) -> None:
+    for ax in axes[used:]:
+        ax.set_axis_off()
+
+
+def chance_line(ax: Axes, axis: str = "x", value: float = 50.0, label: str | None = "chance"):
+    line = ax.axvline if axis == "x" else ax.axhline
+    line(value, color=OKABE_ITO["grey"], linestyle=":", linewidth=1, label=label)
+
+
+def dot_rows(
+    ax: Axes,
+    rows: pd.DataFrame,
+    value: str,
+    low: str,
+    high: str,
+    labels: list[str],
+) -> None:
+    """One row per (model, method): a marker at `value` (%), its interval as an error bar."""
+    y = np.arange(len(labels))[::-1]
+    pos = dict(zip(labels, y, strict=True))
+    for r in rows.to_dict("records"):
+        lab = system_label(r["model"], r["method"])
+        ax.errorbar(
+            pct(r[value]),
+            pos[lab],
+            xerr=err([r[value]], [r[low]], [r[high]]),
+            fmt=MODEL_MARKERS.get(r["model"], "o"),
+            color=METHOD_COLORS.get(r["method"], OKABE_ITO["black"]),
+            markersize=6,
+            capsize=3,
+        )
+    ax.set_yticks(y, labels)
+    ax.set_xlim(-2, 102)
+
+
+def system_labels(df: pd.DataFrame) -> list[str]:
+    from rmlib.analysis.common import sort_rows
+
+    order = sort_rows(df)
+    return list(
+        dict.fromkeys(
+            system_label(m, k) for m, k in zip(order["model"], order["method"], strict=True)
+        )
+    )
+
+
+def legend_models_methods(fig: Figure, df: pd.DataFrame, extra: list[Any] | None = None) -> None:
+    handles = [
+        Line2D(
+            [],
+            [],
+            marker=MODEL_MARKERS.get(m, "o"),
+            color=OKABE_ITO["black"],
+            linestyle="",
+            label=f"model: {m}",
+        )
+        for m in dict.fromkeys(df["model"])
+    ]
+    handles += [
+        Line2D(
+            [], [], marker="s", color=METHOD_COLORS.get(k, "k"), linestyle="", label=method_label(k)
+        )
+        for k in dict.fromkeys(df["method"])
+    ]
+    fig.legend(
+        handles=handles + (extra or []),
+        loc="outside lower center",
+        ncol=min(5, len(handles) + len(extra or [])),
+        frameon=False,
+    )
+
+
+def paper_handle() -> list[Any]:
+    return [
+        Line2D(
+            [],
+            [],
+            marker="D",
+            markerfacecolor="none",
+            color=OKABE_ITO["black"],
+            linestyle="",
+            label="paper (Qwen3-4B)",
+        )
+    ]

@@ -1,0 +1,208 @@
+"""`score_predictions`: each method's official score with its interval and parts; the rule a
+benchmark name selects (its data-registry entry); `score_file` for `rmlib score`.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Iterable
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from rmlib.data import find_source
+from rmlib.data.pair import DataError, Pair
+from rmlib.scoring.aggregate import (
+    Aggregate,
+    accuracy_aggregate,
+    credited,
+    failure_counts,
+    json_number,
+    select_order,
+)
+from rmlib.scoring.bootstrap import bootstrap_ci
+from rmlib.scoring.consistency import consistency
+from rmlib.scoring.judgebench import judgebench_aggregate
+from rmlib.scoring.predictions import (
+    PREDICTIONS,
+    attach_pairs,
+    bad_row,
+    load_predictions,
+    validate_predictions,
+)
+from rmlib.scoring.rewardbench import rewardbench_aggregate
+from rmlib.scoring.rmb import rmb_aggregate
+from rmlib.scoring.rmbench import rmbench_aggregate
+
+# The official rules by name (a data-registry entry's `scoring`); JudgeBench's reads both orders
+# and is called apart (`aggregate`).
+RULES: dict[str, Callable[..., Aggregate]] = {
+    "rewardbench": rewardbench_aggregate,
+    "rmbench": rmbench_aggregate,
+    "rmb": rmb_aggregate,
+    "ppe": accuracy_aggregate,
+    "accuracy": accuracy_aggregate,
+}
+
+
+def scoring_of(benchmark: str) -> str:
+    """The scoring rule a benchmark name selects (its `rmlib.data` registry entry: source names
+    and aliases, e.g. 'reward-bench', 'rmbench'); any other name gets plain accuracy."""
+    spec = find_source(benchmark)
+    return spec.scoring if spec else "accuracy"
+
+
+def score_predictions(
+    pred_df: pd.DataFrame,
+    benchmark: str,
+    pairs: Iterable[Pair] | None = None,
+    *,
+    failure_credit: float = 0.0,
+    order: str = "given",
+    n_boot: int = 1000,
+    seed: int = 0,
+    alpha: float = 0.05,
+    file: str | None = None,
+    **opts: Any,
+) -> dict[str, Any]:
+    """Official score of every method in `pred_df` (JSON-ready dict).
+
+    Returns {benchmark, scoring, failure_credit, order, bootstrap: {...}, methods: {method:
+    {score, ci, n, n_rows, n_parse_failures, parse_failure_rate, <parts with their n, failures
+    and intervals>, partial, consistency (when both orders are present)}}}. `pairs` fills labels
+    and subsets the table lacks. Scorer options: rewardbench `weights` ('official'|'observed'),
+    rmbench `require_complete` (True), rmb `average` ('pairs'|'scenarios'). `file` names the
+    predictions' file in errors (rows are that table's rows).
+    """
+    try:
+        return _score_all(
+            pred_df, benchmark, pairs, failure_credit, order, n_boot, seed, alpha, opts
+        )
+    except DataError as e:
+        if file is None or e.file != PREDICTIONS:
+            raise
+        line = str(file).endswith((".jsonl", ".jsonl.gz", ".json"))  # rows there are lines
+        raise DataError(file, e.row, e.field, e.reason, e.kind, line=line) from None
+
+
+def _score_all(
+    pred_df: pd.DataFrame,
+    benchmark: str,
+    pairs: Iterable[Pair] | None,
+    failure_credit: float,
+    order: str,
+    n_boot: int,
+    seed: int,
+    alpha: float,
+    opts: dict[str, Any],
+) -> dict[str, Any]:
+    df = validate_predictions(pred_df)
+    if pairs is not None:
+        df = attach_pairs(df, pairs)
+    if df["label"].isna().any():
+        r = int(np.flatnonzero(df["label"].isna())[0])
+        raise bad_row(df, r, "label", "label missing: pass the benchmark's pairs", "missing")
+    rule = scoring_of(benchmark)
+    methods = {}
+    for method, g in df.groupby("method", sort=True):
+        methods[str(method)] = _score_method(
+            g.reset_index(drop=True), rule, failure_credit, order, n_boot, seed, alpha, opts
+        )
+    return {
+        "benchmark": benchmark,
+        "scoring": rule,
+        "failure_credit": failure_credit,
+        "order": "both (sign rule)" if rule == "judgebench" else order,
+        "bootstrap": {"n_boot": n_boot, "seed": seed, "alpha": alpha},
+        "methods": methods,
+    }
+
+
+def _score_method(
+    df: pd.DataFrame,
+    rule: str,
+    credit: float,
+    order: str,
+    n_boot: int,
+    seed: int,
+    alpha: float,
+    opts: dict[str, Any],
+) -> dict[str, Any]:
+    agg = aggregate(df, rule, failure_credit=credit, order=order, **opts)
+    ci = bootstrap_ci(
+        agg.fn, n_units=len(agg.units), strata=agg.strata, n_boot=n_boot, seed=seed, alpha=alpha
+    )
+    est, lo, hi = (
+        np.atleast_1d(np.asarray(x, dtype=float)) for x in (ci.estimate, ci.low, ci.high)
+    )
+    intervals = {
+        n: (json_number(e), [json_number(a), json_number(b)])
+        for n, e, a, b in zip(agg.names, est, lo, hi, strict=True)
+    }
+    head = {"score": intervals[agg.names[0]][0], "ci": intervals[agg.names[0]][1]}  # ("score",)
+    out = {**head, **_fill_intervals(agg.details, intervals)}
+    if set(df["order"]) == {"given", "swapped"}:
+        out["consistency"] = consistency(df, n_boot=n_boot, seed=seed, alpha=alpha)
+    return out
+
+
+def _fill_intervals(
+    details: dict[str, Any], intervals: dict[str, tuple[Any, list[Any]]]
+) -> dict[str, Any]:
+    """Put each named aggregate's value and interval into the details' parts."""
+    out = json.loads(json.dumps(details, default=json_number))
+    for path, (value, ci) in list(intervals.items())[1:]:
+        node = out
+        for part in path:
+            node = node.setdefault(part, {})
+        node.update(score=value, ci=ci)
+    return out
+
+
+def aggregate(
+    df: pd.DataFrame, rule: str, *, failure_credit: float = 0.0, order: str = "given", **opts: Any
+) -> Aggregate:
+    """The official aggregate of one method's predictions, as a function of resampled units."""
+    if rule == "judgebench":  # its own rule: both orders, a failure is a 0 vote
+        agg = judgebench_aggregate(df, **opts)
+        agg.details["failure_credit"] = "n/a (sign rule: a failure votes 0)"
+        return agg
+    rows = select_order(df, order)
+    rows = rows.assign(value=credited(rows, failure_credit))
+    agg = RULES[rule](rows, **opts)
+    agg.details.update(failure_counts(rows), failure_credit=failure_credit, order=order)
+    return agg
+
+
+def score_file(
+    path: str | Path,
+    benchmark: str,
+    data_path: str | None = None,
+    load_options: dict[str, Any] | None = None,
+    **opts: Any,
+) -> dict[str, Any]:
+    """`rmlib score`: score a predictions file. When rows lack labels (or the scoring needs
+    subsets/meta the file lacks), the benchmark's pairs are loaded with
+    `rmlib.data.load(benchmark, data_path, **load_options)`; placement seeds etc. go in
+    `load_options` and must match the run that made the predictions (a label mismatch raises)."""
+    df = load_predictions(path)
+    pairs = None
+    if _needs_pairs(df, scoring_of(benchmark)):
+        from rmlib import data
+
+        pairs = data.load(benchmark, data_path, **(load_options or {})).pairs
+        df = attach_pairs(df, pairs, str(path))
+    result = score_predictions(df, benchmark, file=str(path), **opts)
+    return {"file": str(path), **result}
+
+
+def _needs_pairs(df: pd.DataFrame, rule: str) -> bool:
+    if df["label"].isna().any():
+        return True
+    if rule in ("rewardbench", "judgebench"):
+        return "subset" not in df or df["subset"].isna().any()
+    if rule == "rmb":
+        return "meta" not in df and ("subset" not in df or df["subset"].isna().any())
+    return False
