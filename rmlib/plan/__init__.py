@@ -1,0 +1,143 @@
+"""The dry run: what a run will do and what it may cost, before any model is loaded.
+
+`plan(cfg, gpu=...)` counts, for every notebook the profile lists, the generations, upper bounds
+on the generated and the prompt tokens, and the optimizer steps, from the params alone: pair
+counts come from `n` or the sets' published sizes, and no data, model or network is touched (nor
+torch imported). It then estimates each notebook's peak GPU memory and wall time on a named GPU
+class from a small table of constants.
+
+**None of the speed constants has been measured by this project** (its machines have no GPU).
+Each one is labelled 'assumed (unmeasured)' with the one-line reasoning it comes from, until
+`benchmarks/gpu_check.py --vllm --output FILE` has run on a card and FILE is passed as
+`gpu_constants` (`rmlib run PARAMS --dry-run --gpu-constants FILE`): the figures it measures then
+replace the assumed ones and say 'measured'. The card's memory, bandwidth and bf16 FLOPS are
+spec-sheet figures.
+
+How the estimates are made:
+
+- generated tokens (an upper bound): every generation runs to its cap.
+- prompt tokens (an estimate of the tokens prefilled): every prompt fills its budget
+  (`prompts.max_prompt_tokens`; a reflection prompt or a Refl. training item
+  `prompts.max_reflection_prompt_tokens`) and is prefilled once for all its samples (vLLM's
+  prefix caching, our transformers loop's prefill-once); a pair's reflection prompts after the
+  first add only their two critiques (`eval_calls`); TRL's transformers generation
+  (`grpo.use_vllm` off) prefills each of a group's copies.
+- GRPO steps: from the upper bound of the training mix (`mix_items_upper_bound`: every training
+  pair non-easy and mixed) and TRL's batching (`grpo_schedule`); `grpo.max_steps` > 0 sets the
+  count outright, as in transformers' Trainer.
+- memory: a vLLM engine takes its share of the card (`gpu_memory_utilization`), or its weights +
+  `kv_cache_gib` + a fixed reserve when that is set; a trainer holds its weights at the training
+  precision, the LoRA weights with their gradients and AdamW states, the activations autograd
+  keeps (`activation_bytes`) and a workspace; GRPO adds the colocated engine's share (use_vllm) or
+  the KV cache of transformers' generation batch; transformers generation holds its weights + the
+  KV cache of `generation.max_batch_tokens`.
+- time: tokens over the throughputs of a Qwen3-4B-class model at gpu_check's shape (prompt
+  1,500, completion 1,024 tokens), plus engine starts and GRPO's per-step weight sync. The
+  throughput of other shapes, batch sizes and model sizes differs: the hours say which GPU class
+  they are for, and a note says when the backbone is not Qwen3-4B-sized.
+
+Modules: `facts` (model dimensions, GPU classes), `constants` (assumed / measured / spec-sheet
+figures), `counts` (what the params ask for), `estimate` (memory and time), `notebooks` (`plan`:
+the rows), `table` (`format_plan`).
+"""
+
+from rmlib.plan.constants import (
+    ASSUMED,
+    DECODE_BANDWIDTH_SHARE,
+    HF_STEP_FLOOR_S,
+    MEASURED,
+    MEASURED_KEYS,
+    NF4_TRAIN_SLOWDOWN,
+    PREFILL_MFU,
+    REF_COMPLETION_TOKENS,
+    REF_ENGINE_BATCH,
+    REF_GENERATION_BATCH,
+    REF_PROMPT_TOKENS,
+    SPEC,
+    TRAIN_FLOPS_PER_PARAM,
+    TRAIN_MFU,
+    TRAINER_WORKSPACE_GIB,
+    VLLM_RESERVE_GIB,
+    Constant,
+    assumed_constants,
+    measured_constants,
+    plan_constants,
+)
+from rmlib.plan.counts import (
+    eval_calls,
+    grpo_schedule,
+    mix_items_upper_bound,
+    mix_prompt_tokens,
+    models_eval_calls,
+    protocols,
+    set_pairs,
+    swapped_pairs,
+    warmup_steps,
+)
+from rmlib.plan.estimate import Estimator, activation_bytes, plan_precision
+from rmlib.plan.facts import (
+    DEFAULT_GPU,
+    GPU_ALIASES,
+    GPU_CLASSES,
+    KNOWN_MODELS,
+    REFERENCE_MODEL,
+    GiB,
+    GPUClass,
+    ModelFacts,
+    class_of_device,
+    gpu_class,
+    model_facts,
+)
+from rmlib.plan.notebooks import empty_row, plan
+from rmlib.plan.table import COLUMNS, PROTOCOL_COLUMNS, format_plan
+
+__all__ = [
+    "ASSUMED",
+    "COLUMNS",
+    "Constant",
+    "DECODE_BANDWIDTH_SHARE",
+    "DEFAULT_GPU",
+    "Estimator",
+    "GPUClass",
+    "GPU_ALIASES",
+    "GPU_CLASSES",
+    "GiB",
+    "HF_STEP_FLOOR_S",
+    "KNOWN_MODELS",
+    "MEASURED",
+    "MEASURED_KEYS",
+    "ModelFacts",
+    "NF4_TRAIN_SLOWDOWN",
+    "PREFILL_MFU",
+    "PROTOCOL_COLUMNS",
+    "REFERENCE_MODEL",
+    "REF_COMPLETION_TOKENS",
+    "REF_ENGINE_BATCH",
+    "REF_GENERATION_BATCH",
+    "REF_PROMPT_TOKENS",
+    "SPEC",
+    "TRAINER_WORKSPACE_GIB",
+    "TRAIN_FLOPS_PER_PARAM",
+    "TRAIN_MFU",
+    "VLLM_RESERVE_GIB",
+    "activation_bytes",
+    "assumed_constants",
+    "class_of_device",
+    "empty_row",
+    "eval_calls",
+    "format_plan",
+    "gpu_class",
+    "grpo_schedule",
+    "measured_constants",
+    "mix_items_upper_bound",
+    "mix_prompt_tokens",
+    "model_facts",
+    "models_eval_calls",
+    "plan",
+    "plan_constants",
+    "plan_precision",
+    "protocols",
+    "set_pairs",
+    "swapped_pairs",
+    "warmup_steps",
+]

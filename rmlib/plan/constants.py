@@ -1,0 +1,265 @@
+"""The dry run's constants, each labelled: assumed (a one-line bandwidth- or FLOPS-bound estimate
+at gpu_check's shape), measured (read from a `benchmarks/gpu_check.py --output` file), or from
+the spec sheet.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+from rmlib.plan.facts import REFERENCE_MODEL, GiB, GPUClass, model_facts
+
+ASSUMED = "assumed (unmeasured)"
+
+
+MEASURED = "measured"
+
+
+SPEC = "spec sheet"
+
+
+@dataclass
+class Constant:
+    value: float
+    unit: str
+    source: str  # ASSUMED, MEASURED or SPEC
+    basis: str  # one line: how the value was obtained
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+# gpu_check's default shape (benchmarks/gpu_check.py): what the throughputs are measured at.
+REF_PROMPT_TOKENS = 1500
+
+
+REF_COMPLETION_TOKENS = 1024
+
+
+REF_ENGINE_BATCH = 256  # the largest of its engine batches
+
+
+REF_GENERATION_BATCH = 16  # its GRPO generation batch
+
+
+# Efficiencies of the assumed throughputs: typical, not measured.
+DECODE_BANDWIDTH_SHARE = 0.6  # of peak memory bandwidth a decode step achieves
+
+
+PREFILL_MFU = 0.4
+
+
+TRAIN_MFU = 0.35
+
+
+TRAIN_FLOPS_PER_PARAM = 8  # reference + policy forward, checkpoint recompute, backward (LoRA)
+
+
+HF_STEP_FLOOR_S = 0.040  # transformers' eager decode step: launches + NF4 dequantisation
+
+
+NF4_TRAIN_SLOWDOWN = 0.5
+
+
+VLLM_RESERVE_GIB = 1.5  # an engine's activations and CUDA graphs, outside weights and KV
+
+
+TRAINER_WORKSPACE_GIB = 1.0
+
+
+def _bandwidth_rate(gpu: GPUClass, weights: float, batch: int, kv_seq: float) -> float:
+    """Decode tokens/s when each step reads the weights once and every sequence's KV cache."""
+    return DECODE_BANDWIDTH_SHARE * gpu.bandwidth_gb_s * 1e9 * batch / (weights + batch * kv_seq)
+
+
+def assumed_constants(gpu: GPUClass) -> dict[str, Constant]:
+    """The constants of a GPU class for a Qwen3-4B-class model in bf16, none measured: each with
+    the one-line estimate it comes from (bandwidth- or FLOPS-bound at gpu_check's shape)."""
+    ref = model_facts(REFERENCE_MODEL)
+    assert ref is not None
+    w16, w4 = ref.weight_bytes("bf16"), ref.weight_bytes("nf4")
+    kv = ref.kv_bytes_per_token(2)
+    ctx = REF_PROMPT_TOKENS + REF_COMPLETION_TOKENS // 2  # mean context over a completion
+    kv_room = (0.85 * gpu.memory_gib - VLLM_RESERVE_GIB) * GiB - w16
+    batch = max(1, min(REF_ENGINE_BATCH, int(kv_room // (ctx * kv))))
+    decode = _bandwidth_rate(gpu, w16, batch, ctx * kv)
+    colocate = _bandwidth_rate(gpu, w16, REF_GENERATION_BATCH, ctx * kv)
+    hf_bound = REF_GENERATION_BATCH / _bandwidth_rate(gpu, w4, REF_GENERATION_BATCH, ctx * kv)
+    hf_step = max(HF_STEP_FLOOR_S, hf_bound)
+    flops = gpu.bf16_tflops * 1e12
+    prefill = PREFILL_MFU * flops / (2 * ref.params)
+    train = TRAIN_MFU * flops / (TRAIN_FLOPS_PER_PARAM * ref.params)
+    bw = f"{DECODE_BANDWIDTH_SHARE:.0%} of {gpu.bandwidth_gb_s:,.0f} GB/s"
+    step = f"(bf16 weights {w16 / 1e9:.1f} GB + {{b}} x {ctx:,} tokens x {kv:,} B of KV) a step"
+    return {
+        "vllm_decode_tokens_per_s": Constant(
+            round(decode),
+            "tok/s",
+            ASSUMED,
+            f"bandwidth-bound decode at gpu_check's engine shape: {bw} x {batch} sequences "
+            f"(KV room of 0.85 of the card, at most {REF_ENGINE_BATCH}) / " + step.format(b=batch),
+        ),
+        "vllm_prefill_tokens_per_s": Constant(
+            round(prefill),
+            "tok/s",
+            ASSUMED,
+            f"compute-bound prefill: {PREFILL_MFU:.0%} of {gpu.bf16_tflops:g} TFLOPS bf16 / "
+            f"(2 x {ref.params / 1e9:.2f}e9 FLOPs a token); gpu_check does not measure it",
+        ),
+        "vllm_engine_start_s": Constant(
+            120.0,
+            "s",
+            ASSUMED,
+            "vLLM on CUDA: load the weights, torch.compile and CUDA-graph capture (1-3 min "
+            "typical); one start per engine",
+        ),
+        "grpo_vllm_generate_tokens_per_s": Constant(
+            round(colocate),
+            "tok/s",
+            ASSUMED,
+            f"the colocated engine at gpu_check's generation batch: {bw} x "
+            f"{REF_GENERATION_BATCH} sequences / " + step.format(b=REF_GENERATION_BATCH),
+        ),
+        "hf_generate_tokens_per_s": Constant(
+            round(REF_GENERATION_BATCH / hf_step),
+            "tok/s",
+            ASSUMED,
+            f"transformers' eager decode loop on the NF4 base at batch {REF_GENERATION_BATCH}: "
+            f"overhead-bound, ~{HF_STEP_FLOOR_S * 1e3:.0f} ms a step (kernel launches, NF4 "
+            "dequantisation), or the bandwidth bound when slower",
+        ),
+        "train_tokens_per_s_bf16": Constant(
+            round(train),
+            "tok/s",
+            ASSUMED,
+            f"GRPO trainer, bf16 base + LoRA: {TRAIN_MFU:.0%} of {gpu.bf16_tflops:g} TFLOPS / "
+            f"({TRAIN_FLOPS_PER_PARAM} x {ref.params / 1e9:.2f}e9 FLOPs a prompt+completion "
+            "token: reference and policy forward, checkpoint recompute, backward)",
+        ),
+        "train_tokens_per_s_nf4": Constant(
+            round(train * NF4_TRAIN_SLOWDOWN),
+            "tok/s",
+            ASSUMED,
+            f"the bf16 figure x {NF4_TRAIN_SLOWDOWN:g}: every matmul dequantises its NF4 weights",
+        ),
+        "grpo_sync_s": Constant(
+            2.0,
+            "s",
+            ASSUMED,
+            "grpo.use_vllm: after each optimizer step LoRA is merged, ~8 GB of weights copied "
+            "into the engine, and unmerged",
+        ),
+        "vllm_reserve_gib": Constant(
+            VLLM_RESERVE_GIB,
+            "GiB",
+            ASSUMED,
+            "an engine's memory besides weights and KV cache (activations, CUDA graphs) when "
+            "generation.kv_cache_gib sizes it",
+        ),
+        "trainer_workspace_gib": Constant(
+            TRAINER_WORKSPACE_GIB,
+            "GiB",
+            ASSUMED,
+            "CUDA context, cuBLAS workspace and allocator fragmentation of a trainer",
+        ),
+    }
+
+
+# gpu_check's JSON keys -> our constants (see the docstring of benchmarks/gpu_check.py).
+MEASURED_KEYS: dict[str, tuple[tuple[str, ...], str]] = {
+    "hf_generate_tokens_per_s": (
+        ("generated_tokens_per_s",),
+        "GRPO's transformers generation on the NF4 base",
+    ),
+    "train_tokens_per_s_nf4": (
+        ("train_tokens_per_s",),
+        "GRPO trainer on the NF4 base, all time outside generation",
+    ),
+    "grpo_vllm_generate_tokens_per_s": (
+        ("vllm", "grpo_colocate", "generated_tokens_per_s"),
+        "GRPO's colocated vLLM engine",
+    ),
+    "train_tokens_per_s_bf16": (
+        ("vllm", "grpo_colocate", "train_tokens_per_s"),
+        "GRPO trainer on the bf16 base beside the engine, all time outside generation",
+    ),
+    "vllm_engine_start_s": (("vllm", "engine", "engine_start_s"), "vLLM engine start"),
+}
+
+
+def _dig(data: Any, keys: tuple[str, ...]) -> Any:
+    for key in keys:
+        data = data.get(key) if isinstance(data, dict) else None
+    return data
+
+
+def measured_constants(path: str | Path) -> tuple[dict[str, Constant], dict[str, Any]]:
+    """The constants a gpu_check output file measured, and what it says about itself (device,
+    settings, measured peak memory at its own settings). Refuses a --tiny or CPU check: those
+    numbers are not a Qwen3-4B-class model's on a GPU."""
+    path = Path(path)
+    try:
+        data = json.loads(path.read_text())
+    except json.JSONDecodeError as e:
+        raise ValueError(f"{path}: not a gpu_check JSON file: {e}") from None
+    if not isinstance(data, dict):
+        raise ValueError(f"{path}: not a gpu_check JSON file (not an object)")
+    device = data.get("device")
+    if not isinstance(device, str) or device == "cpu" or "--tiny" in str(data.get("check")):
+        raise ValueError(
+            f"{path}: not a GPU run of benchmarks/gpu_check.py on the Qwen3-4B shape "
+            f"(check {data.get('check')!r}, device {device!r})"
+        )
+    where = f"gpu_check on {device} ({path.name})"
+    out: dict[str, Constant] = {}
+    for name, (keys, what) in MEASURED_KEYS.items():
+        value = _dig(data, keys)
+        if isinstance(value, int | float) and value > 0:
+            unit = "s" if name.endswith("_s") else "tok/s"
+            out[name] = Constant(
+                float(value), unit, MEASURED, f"{where}: {'.'.join(keys)} ({what})"
+            )
+    batches = _dig(data, ("vllm", "engine", "batches"))
+    if isinstance(batches, dict) and batches:
+        largest = max(batches, key=lambda b: int(b) if str(b).isdigit() else -1)
+        value = _dig(batches, (largest, "generated_tokens_per_s"))
+        if isinstance(value, int | float) and value > 0:
+            key = f"vllm.engine.batches.{largest}.generated_tokens_per_s"
+            out["vllm_decode_tokens_per_s"] = Constant(
+                float(value),
+                "tok/s",
+                MEASURED,
+                f"{where}: {key} (engine at batch {largest}: samples of one prompt)",
+            )
+    if "train_tokens_per_s_bf16" in out:
+        # gpu_check's train_s is all time outside generation: the weight sync is inside it
+        out["grpo_sync_s"] = Constant(
+            0.0, "s", MEASURED, f"{where}: included in train_tokens_per_s_bf16 (train_s)"
+        )
+    about = {
+        "file": str(path),
+        "device": device,
+        "check": data.get("check"),
+        "settings": data.get("settings"),
+        "peak_reserved_gib_nf4_trainer": data.get("peak_reserved_gib"),
+        "device_used_gib_vllm_colocate": _dig(data, ("vllm", "grpo_colocate", "device_used_gib")),
+    }
+    return out, about
+
+
+def plan_constants(
+    gpu: GPUClass, path: str | Path | None
+) -> tuple[dict[str, Constant], dict | None]:
+    constants = assumed_constants(gpu)
+    about = None
+    if path is not None:
+        measured, about = measured_constants(path)
+        constants.update(measured)
+    spec = f"{SPEC}: {gpu.spec}"
+    constants["memory_gib"] = Constant(gpu.memory_gib, "GiB", SPEC, spec)
+    constants["bandwidth_gb_s"] = Constant(gpu.bandwidth_gb_s, "GB/s", SPEC, spec)
+    constants["bf16_tflops"] = Constant(gpu.bf16_tflops, "TFLOPS", SPEC, spec)
+    return constants, about

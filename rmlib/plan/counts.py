@@ -1,0 +1,168 @@
+"""What a run will do, from the params alone: pairs per set, the largest training mix each model
+can get, GRPO's steps as TRL batches them, the warm-up's steps, and per pair and order the
+generations, tokens and prefills of two-stage inference; per benchmark the pairs of each of the
+paper's protocols.
+"""
+
+from __future__ import annotations
+
+import math
+from fractions import Fraction
+from typing import Any
+
+from rmlib.config import DatasetSpec, RunConfig
+from rmlib.data import find_source
+from rmlib.pipeline import MIX_VARIANT, stage1_model
+from rmlib.training.grpo import GRPOSettings
+from rmlib.training.mix import ratio_counts
+
+
+def set_pairs(spec: DatasetSpec) -> int:
+    """Pairs of a set: `n`, else the demo's generated size, else the published size (0 unknown)."""
+    if spec.n is not None:
+        return spec.n
+    if spec.source == "demo":
+        from rmlib.data.demo import default_size
+
+        return default_size(spec.split or "eval")
+    known = find_source(spec.source)
+    return (known.published_pairs or 0) if known else 0
+
+
+def mix_items_upper_bound(cfg: RunConfig, model: str, n_train: int) -> dict[str, int]:
+    """The largest training mix `model` can get (rmlib.training.mix's ratio rule with every
+    training pair non-easy and mixed): Pref. <= the pairs, Refl. = Pref. x r/p, both within
+    max_pref / max_refl; each model trains on its MIX_VARIANT of it (rft: the Pref. items;
+    same_volume: Pref. items as many as the mix holds, within the pool; refl_only: the Refl.)."""
+    p, r = cfg.mix.ratio_parts()
+    pool = n_train if cfg.mix.max_pref is None else min(n_train, cfg.mix.max_pref)
+    mixed = n_train if cfg.mix.max_refl is None else min(n_train, cfg.mix.max_refl)
+    pref, refl = ratio_counts(Fraction(p), Fraction(r), pool, mixed)
+    pref, refl = int(pref or 0), int(refl or 0)
+    variant = MIX_VARIANT.get(model)
+    if variant == "pref_only":
+        refl = 0
+    elif variant == "pref_same_volume":
+        pref, refl = min(pref + refl, pool), 0
+    elif variant == "refl_only":
+        pref = 0
+    return {"pref": pref, "refl": refl, "total": pref + refl}
+
+
+def mix_prompt_tokens(cfg: RunConfig, mix: dict[str, int]) -> float:
+    """A mix's mean prompt, every item at its budget: Pref. items at prompts.max_prompt_tokens,
+    Refl. items at prompts.max_reflection_prompt_tokens."""
+    p = cfg.prompts
+    if not mix["total"]:
+        return float(p.max_prompt_tokens)
+    tokens = mix["pref"] * p.max_prompt_tokens + mix["refl"] * p.max_reflection_prompt_tokens
+    return tokens / mix["total"]
+
+
+def grpo_schedule(g: GRPOSettings, items: int) -> dict[str, Any]:
+    """Optimizer steps and generations of one GRPO run on `items` prompts, one device, as TRL
+    1.16 and transformers count them.
+
+    A step takes per_device_train_batch_size x gradient_accumulation_steps completions
+    (prompts = that / num_generations); TRL's sampler draws whole generation batches of
+    generation_batch_size / num_generations prompts and drops an incomplete last one; each is
+    read steps_per_generation times (= generation batch / micro-batch), and transformers makes
+    ceil(micro-batches / accumulation) steps of an epoch. grpo.max_steps > 0 replaces the epochs
+    (the trainer cycles the data), so it is exact, not a cap.
+    """
+    completions = g.per_device_train_batch_size * g.gradient_accumulation_steps
+    generation_batch = g.generation_batch_size or completions
+    prompts_per_round = generation_batch // g.num_generations
+    rounds = items // prompts_per_round if prompts_per_round else 0
+    micro_batches = rounds * (generation_batch // g.per_device_train_batch_size)
+    per_epoch = max(math.ceil(micro_batches / g.gradient_accumulation_steps), 1)
+    if rounds == 0:
+        steps = 0  # no whole generation batch: TRL's sampler yields nothing to train on
+    elif g.max_steps > 0:
+        steps = g.max_steps
+    else:
+        steps = math.ceil(g.num_train_epochs * per_epoch)
+    return {
+        "items": items,
+        "completions_per_step": completions,
+        "prompts_per_step": completions // g.num_generations,
+        "generation_batch": generation_batch,
+        "steps_per_epoch": per_epoch if rounds else 0,
+        "steps": steps,
+        "epochs": round(steps / per_epoch, 3) if rounds else 0,
+        "generations": steps * completions,
+    }
+
+
+def warmup_steps(cfg: RunConfig) -> int:
+    """Optimizer steps of the format warm-up (transformers: ceil(batches / accumulation) an
+    epoch, ceil(epochs x that) in all)."""
+    w = cfg.warmup
+    batches = math.ceil(w.n_examples / w.batch_size)
+    per_epoch = max(math.ceil(batches / w.gradient_accumulation_steps), 1)
+    return math.ceil(w.epochs * per_epoch)
+
+
+def eval_calls(cfg: RunConfig, stage2_only: bool = False) -> dict[str, int]:
+    """Per pair and order, two-stage inference with its baselines: generations, generated tokens
+    (upper bound) and prompt tokens prefilled (estimate). `stage2_only`: a judge reflecting on
+    another model's stored stage 1 (refl_only) makes its reflection calls only.
+
+    Prefill: the judgment prompt once for the greedy judgment and the N samples; a pair's
+    reflection prompts share their instructions, context and both responses (prefix caching on
+    vLLM, shared-prefix prefill in our transformers loop), so the first is prefilled whole (at the
+    reflection budget) and each other adds its two critiques (each at most
+    inference.max_new_tokens), all within the reflection budget.
+    """
+    inf = cfg.inference
+    budget = cfg.prompts.max_prompt_tokens
+    refl_budget = cfg.prompts.max_reflection_prompt_tokens
+    greedy = 1 if inf.run_greedy and not stage2_only else 0
+    samples = 0 if stage2_only else inf.n_samples
+    reflections = (inf.n_samples - 1) * (2 if inf.run_random_anchor else 1)
+    critiques = min(refl_budget, 2 * inf.max_new_tokens)
+    prefill = 0 if stage2_only else budget
+    prefill += refl_budget + (reflections - 1) * critiques if reflections else 0
+    return {
+        "generations": greedy + samples + reflections,
+        "tokens": (greedy + samples) * inf.max_new_tokens
+        + reflections * inf.reflection_max_new_tokens,
+        "prompt_tokens": prefill,
+    }
+
+
+def models_eval_calls(cfg: RunConfig) -> dict[str, int]:
+    """`eval_calls` summed over the evaluated models (a reflection-only judge: stage 2 only)."""
+    per = [eval_calls(cfg, stage1_model(cfg, m) != m) for m in cfg.eval.models]
+    return {k: sum(p[k] for p in per) for k in ("generations", "tokens", "prompt_tokens")}
+
+
+def swapped_pairs(cfg: RunConfig, n: int) -> int:
+    """Pairs of an n-pair set also judged in the swapped order (inference.both_orders and
+    swapped_pairs; a draw of whole groups lands near its count, counted here as exact)."""
+    inf = cfg.inference
+    if not inf.both_orders:
+        return 0
+    return n if inf.swapped_pairs is None else min(n, inf.swapped_pairs)
+
+
+def protocols(cfg: RunConfig, eval_sets: dict[str, int]) -> list[dict[str, Any]]:
+    """Per evaluation set, what each of the paper's protocols judges: accuracy (Table 1) scores
+    every pair in the given order; positional consistency (Table 5) the pairs judged in both
+    orders, whose given order is the same judgment. Generations count every evaluated model."""
+    per = models_eval_calls(cfg)["generations"]
+    rows = []
+    for source, n in eval_sets.items():
+        swapped = swapped_pairs(cfg, n)
+        judged = n + swapped
+        rows.append(
+            {
+                "benchmark": source,
+                "pairs": n,
+                "accuracy_pairs": n,
+                "consistency_pairs": swapped,
+                "judged_pair_orders": judged,
+                "generations": judged * per,
+            }
+        )
+    return rows

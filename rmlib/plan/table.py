@@ -1,0 +1,124 @@
+"""The plan as the readable table `rmlib run PARAMS --dry-run` prints."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from rmlib.plan.notebooks import empty_row
+
+COLUMNS = (
+    ("notebook", "notebook", "<"),
+    ("generations", "generations", ">"),
+    ("generated_tokens_upper_bound", "gen. tokens ≤", ">"),
+    ("prompt_tokens_upper_bound", "prompt tokens ≤", ">"),
+    ("optimizer_steps", "opt. steps", ">"),
+    ("peak_gpu_gib", "peak GPU GiB", ">"),
+    ("fits", "fits", ">"),
+    ("hours", "est. hours", ">"),
+)
+
+
+def _cell(key: str, value: Any) -> str:
+    if value is None:
+        return "—"
+    if key == "fits":
+        return "yes" if value else "NO"
+    if key == "peak_gpu_gib":
+        return f"{value:.1f}" if value >= 1 else f"{value:.2f}"
+    if key == "hours":
+        return f"{value:.2f}"
+    return f"{value:,}" if isinstance(value, int) else str(value)
+
+
+def format_plan(p: dict[str, Any]) -> str:
+    """The plan as a readable table: one row per notebook, totals, notes, and every constant
+    with its source (what `rmlib run PARAMS --dry-run` prints; --json prints the dict)."""
+    gpu = p["gpu"]
+    model = p["model"]
+    size = f"{model['params'] / 1e9:.2f}e9 params" if "params" in model else "dimensions unknown"
+    lines = [
+        f"run {p['run']}: {p['backbone']} ({size}), {p['parameters']} parameters; "
+        f"estimates for GPU class {gpu['class']} ({gpu['cards']}, {gpu['memory_gib']:g} GiB)",
+        "",
+    ]
+    total = empty_row(
+        "total",
+        **{k: sum(r[k] for r in p["per_notebook"]) for k, _, _ in COLUMNS[1:5]},
+        peak_gpu_gib=p["peak_gpu_gib"],
+        fits=p["fits_gpu"],
+        hours=p["hours_estimate"],
+    )
+    table = [[h for _, h, _ in COLUMNS]]
+    table += [[_cell(k, r[k]) for k, _, _ in COLUMNS] for r in [*p["per_notebook"], total]]
+    widths = [max(len(row[i]) for row in table) for i in range(len(COLUMNS))]
+    for i, row in enumerate(table):
+        cells = [
+            c.ljust(w) if a == "<" else c.rjust(w)
+            for c, w, (_, _, a) in zip(row, widths, COLUMNS, strict=True)
+        ]
+        lines.append("  ".join(cells).rstrip())
+        if i == 0 or i == len(table) - 2:
+            lines.append("  ".join("-" * w for w in widths))
+    lines.append("(total peak: the largest notebook's; hours: the notebooks' sum)")
+    lines += _protocol_lines(p["protocols"])
+    lines += ["", "notes:"]
+    lines += [f"  - {n}" for n in p["notes"]]
+    for r in p["per_notebook"]:
+        lines += [f"  - {r['notebook']}: {n}" for n in r["notes"] if "not estimated" not in n]
+        lines += [
+            f"  - {r['notebook']}: {_part_line(part)}" for part in r["parts"] if "schedule" in part
+        ]
+    lines += ["", f"constants ({gpu['class']}):"]
+    name_w = max(len(k) for k in gpu["constants"])
+    for name, c in gpu["constants"].items():
+        value = f"{c['value']:,.4g}" if c["value"] < 1000 else f"{c['value']:,.0f}"
+        tag = c["source"] if c["basis"].startswith(c["source"]) else f"{c['source']}: "
+        basis = c["basis"] if c["basis"].startswith(c["source"]) else tag + c["basis"]
+        lines.append(f"  {name.ljust(name_w)}  {value:>8} {c['unit']:<6}  {basis}")
+    if gpu.get("measured"):
+        m = gpu["measured"]
+        lines.append(
+            f"  (gpu_check's own peaks at its settings: NF4 trainer "
+            f"{m['peak_reserved_gib_nf4_trainer']} GiB reserved; colocated card use "
+            f"{m['device_used_gib_vllm_colocate']} GiB)"
+        )
+    return "\n".join(lines)
+
+
+PROTOCOL_COLUMNS = [  # (key, header): the dry run's protocol table
+    ("benchmark", "benchmark"),
+    ("pairs", "pairs"),
+    ("accuracy_pairs", "accuracy (given order)"),
+    ("consistency_pairs", "consistency (both orders)"),
+    ("judged_pair_orders", "judged (pair, order)"),
+    ("generations", "generations (all models)"),
+]
+
+
+def _protocol_lines(rows: list[dict[str, Any]]) -> list[str]:
+    """04's protocols per benchmark: Table 1's accuracy pairs, Table 5's consistency pairs."""
+    if not rows:
+        return []
+    table = [[h for _, h in PROTOCOL_COLUMNS]]
+    table += [[r["benchmark"], *(f"{r[k]:,}" for k, _ in PROTOCOL_COLUMNS[1:])] for r in rows]
+    widths = [max(len(row[i]) for row in table) for i in range(len(PROTOCOL_COLUMNS))]
+    lines = ["", "04_inference by benchmark (accuracy: Table 1's protocol; consistency: Table 5's)"]
+    for i, row in enumerate(table):
+        cells = [
+            c.ljust(w) if j == 0 else c.rjust(w)
+            for j, (c, w) in enumerate(zip(row, widths, strict=True))
+        ]
+        lines.append("  ".join(cells).rstrip())
+        if i == 0:
+            lines.append("  ".join("-" * w for w in widths))
+    return lines
+
+
+def _part_line(part: dict[str, Any]) -> str:
+    mix, s = part["mix_items_upper_bound"], part["schedule"]
+    return (
+        f"{part['part']}: mix ≤ {mix['pref']:,} Pref. + {mix['refl']:,} Refl.; "
+        f"{s['steps']:,} steps of {s['prompts_per_step']} prompts x "
+        f"{s['completions_per_step'] // max(s['prompts_per_step'], 1)} completions "
+        f"({s['epochs']:g} epochs of {s['steps_per_epoch']:,} steps), {part['hours']:.2f} h"
+    )
