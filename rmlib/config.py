@@ -29,7 +29,7 @@ import yaml
 from pydantic import ConfigDict, TypeAdapter, ValidationError
 
 if TYPE_CHECKING:
-    from rmlib.reflect import ReflectConfig
+    from rmlib.reflect.settings import ReflectConfig
     from rmlib.training.grpo import GRPOSettings
     from rmlib.training.mix import TrainMixConfig
     from rmlib.training.sft import WarmupConfig
@@ -343,7 +343,7 @@ SECTIONS: dict[str, str] = {
     "warmup": "rmlib.training.sft:WarmupConfig",
     "mix": "rmlib.training.mix:TrainMixConfig",
     "grpo": "rmlib.training.grpo:GRPOSettings",
-    "inference": "rmlib.reflect:ReflectConfig",
+    "inference": "rmlib.reflect.settings:ReflectConfig",
     "eval": "rmlib.config:EvalSection",
 }
 

@@ -1,0 +1,136 @@
+"""The `inference` section (`ReflectConfig`: N, sampling, confidence, orders, baselines, the
+failure and tie rules) and the method names every table uses.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+from rmlib.config import PARAMS, doc
+from rmlib.generation.base import SamplingParams
+
+Choice = int | None
+
+
+TieBreak = Literal["none", "first", "random"]
+
+
+METHODS: tuple[str, ...] = (
+    "greedy",
+    "majority",
+    "anchor",
+    "random_anchor",
+    "random_winners",
+    "reflectrm",
+)
+
+
+# The methods whose verdict depends on stage 2 (the others are stage 1 alone)
+STAGE2_METHODS: tuple[str, ...] = ("random_anchor", "random_winners", "reflectrm")
+
+
+PREDICTION_COLUMNS: list[str] = [
+    "key",
+    "id",
+    "source",
+    "subset",
+    "order",
+    "label",
+    "method",
+    "verdict",
+    "correct",
+    "parse_failure",
+    "n_parsed",
+    "anchor",
+    "n_winners",
+    "truncated_prompt",
+]
+
+
+@dataclass
+class ReflectConfig:
+    __pydantic_config__ = PARAMS
+
+    """Settings of two-stage inference; the `inference` section of a params file."""
+
+    n_samples: int = doc("Stage-1 judgments per pair (paper: N = 8).", 8)
+    temperature: float = doc("Stage-1 sampling temperature (paper: 1.0).", 1.0)
+    top_p: float = doc("Stage-1 nucleus sampling; 1.0 = off (paper: not stated, off).", 1.0)
+    top_k: int = doc("Stage-1 top-k sampling; 0 = off (paper: not stated, off).", 0)
+    max_new_tokens: int = doc("Cap on a stage-1 (and greedy baseline) judgment's tokens.", 1024)
+    reflection_max_new_tokens: int = doc("Cap on a stage-2 reflection's tokens (greedy).", 1024)
+    confidence_fraction: float = doc(
+        "Confidence = mean log-prob of the lowest ceil(fraction * T) generated tokens "
+        "(paper: lowest 10 %).",
+        0.10,
+    )
+    confidence_tokens: Literal["all"] = doc(
+        "Which generated tokens the confidence reads (choice): 'all' (the only rule implemented).",
+        "all",
+    )
+    seed: int = doc(
+        "Seed of stage-1 sampling and of every random draw (slots, random anchor/winners); "
+        "unset in a params file = run.seed (one master seed).",
+        0,
+    )
+    both_orders: bool = doc(
+        "Run each pair also with the responses swapped, each order through the full method.",
+        False,
+    )
+    swapped_pairs: int | None = doc(
+        "With both_orders: only a seeded draw of about this many pairs of each benchmark (whole "
+        "groups: an RM-Bench prompt's cells, an RMB best-of-N item) is also judged swapped; the "
+        "rest in the given order only. The paper's Table 5 protocol is 1,000: all of JudgeBench "
+        "(350 pairs) and 1,000 of each other set, while Table 1 scores every pair in the given "
+        "order, judged once for both. None: every pair in both orders.",
+        None,
+    )
+    run_greedy: bool = doc("Also make one greedy judgment per pair (the 'greedy' baseline).", True)
+    run_random_anchor: bool = doc(
+        "Run the 'random anchor' baseline (N-1 more reflection calls per pair).", True
+    )
+    reflection_failure: Literal["anchor_wins", "other_wins"] = doc(
+        "An unparseable reflection counts as 'anchor_wins' (method.md default) or 'other_wins'.",
+        "anchor_wins",
+    )
+    prune_reflections: bool = doc(
+        "Skip stage-2 calls that cannot change the final verdict (exact: same verdicts as the "
+        "full method). Calls whose two critiques disagree run first, the rest only when still "
+        "needed. Every informative call still runs, so reflection accuracy is unchanged; but the "
+        "winner count is then partial, so the 'random_winners' baseline is not computed. "
+        "Off: every call (the default, for the analysis-quality notebook).",
+        False,
+    )
+    majority_tie_break: Literal["first", "random", "none"] = doc(
+        "Tie rule of the plain majority baseline: 'first' (the earliest parsed sample's verdict, "
+        "itself a random draw), 'random' (seeded coin), or 'none' (tie = parse failure).",
+        "first",
+    )
+
+    def __post_init__(self) -> None:
+        if self.n_samples < 1:
+            raise ValueError("n_samples must be >= 1")
+        if not 0 < self.confidence_fraction <= 1:
+            raise ValueError("confidence_fraction must be in (0, 1]")
+        if self.swapped_pairs is not None and (not self.both_orders or self.swapped_pairs < 1):
+            raise ValueError("swapped_pairs needs both_orders: true and a count >= 1")
+
+    def sampling_params(self) -> SamplingParams:
+        """Stage-1 settings (sampled)."""
+        return SamplingParams(
+            max_new_tokens=self.max_new_tokens,
+            do_sample=True,
+            temperature=self.temperature,
+            top_k=self.top_k,
+            top_p=self.top_p,
+            seed=self.seed,
+        )
+
+    def greedy_params(self) -> SamplingParams:
+        """The greedy baseline's settings (one judgment, do_sample=False)."""
+        return SamplingParams.greedy(self.max_new_tokens)
+
+    def reflection_params(self) -> SamplingParams:
+        """Stage-2 settings (greedy, as in the paper)."""
+        return SamplingParams.greedy(self.reflection_max_new_tokens)
