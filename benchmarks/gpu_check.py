@@ -182,7 +182,8 @@ def grpo_part(
 
     from rmlib.models import load_tokenizer
     from rmlib.training import colocate
-    from rmlib.training.grpo import GRPOSettings, build_trainer
+    from rmlib.training.grpo_config import GRPOSettings
+    from rmlib.training.grpo_trainer import build_trainer
 
     on_cuda = torch.cuda.is_available()
     accumulation = args.generation_batch // args.micro_batch

@@ -30,7 +30,7 @@ from pydantic import ConfigDict, TypeAdapter, ValidationError
 
 if TYPE_CHECKING:
     from rmlib.reflect.settings import ReflectConfig
-    from rmlib.training.grpo import GRPOSettings
+    from rmlib.training.grpo_config import GRPOSettings
     from rmlib.training.mix import TrainMixConfig
     from rmlib.training.sft import WarmupConfig
 
@@ -342,7 +342,7 @@ SECTIONS: dict[str, str] = {
     "rollouts": "rmlib.config:RolloutSection",
     "warmup": "rmlib.training.sft:WarmupConfig",
     "mix": "rmlib.training.mix:TrainMixConfig",
-    "grpo": "rmlib.training.grpo:GRPOSettings",
+    "grpo": "rmlib.training.grpo_config:GRPOSettings",
     "inference": "rmlib.reflect.settings:ReflectConfig",
     "eval": "rmlib.config:EvalSection",
 }

@@ -568,7 +568,7 @@ def train(cfg: RunConfig, run: RunFolder, model: str) -> dict[str, Any]:
 def training_log(cfg: RunConfig, run: RunFolder) -> pd.DataFrame:
     """Every trained model's progress table (step, reward, parse failures, KL), one `variant`
     column per model."""
-    from rmlib.training.grpo import progress_table
+    from rmlib.training.progress import progress_table
 
     frames = []
     for model in trained_models(cfg):

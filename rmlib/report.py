@@ -68,7 +68,7 @@ def write_report(cfg: RunConfig, run: RunFolder) -> Path:
 def _fill_model_cards(run: RunFolder, main: pd.DataFrame) -> None:
     """Each trained adapter's model card gets its own rows of the main table (its evaluation
     section, rewritten with every report)."""
-    from rmlib.training.grpo import fill_evaluation
+    from rmlib.training.model_card import fill_evaluation
 
     for model in sorted(set(main["model"]) - {"base"}) if len(main) else []:
         card = run.adapter_dir(model) / "README.md"

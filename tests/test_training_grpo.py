@@ -18,17 +18,12 @@ from safetensors.torch import load_file
 
 from rmlib.data.demo import load_demo
 from rmlib.models import TINY_QWEN3, load_tokenizer
-from rmlib.training.grpo import (
-    EVAL_END,
-    EVAL_START,
-    GRPOSettings,
-    build_trainer,
-    fill_evaluation,
-    last_checkpoint,
-    progress_table,
-    train_grpo,
-)
+from rmlib.training.grpo import last_checkpoint, train_grpo
+from rmlib.training.grpo_config import GRPOSettings
+from rmlib.training.grpo_trainer import build_trainer
 from rmlib.training.mix import TrainMixConfig, build_mix
+from rmlib.training.model_card import EVAL_END, EVAL_START, fill_evaluation
+from rmlib.training.progress import progress_table
 from rmlib.training.reward import JudgmentReward
 from rmlib.verdict import result_sentence
 
@@ -161,7 +156,7 @@ def test_train_grpo_saves_adapter_and_model_card(mix, tmp_path):
     assert settings["global_step"] == 1 and settings["provenance"]["counts"]["refl"] == 2
     assert settings["enable_thinking"] is True and "enable_thinking" not in settings["settings"]
     # rewriting the card (a later save) keeps the evaluation figures
-    from rmlib.training.grpo import write_model_card
+    from rmlib.training.model_card import write_model_card
 
     write_model_card(out, settings)
     assert "| demo | 0.5 |" in (out / "README.md").read_text()
@@ -322,7 +317,7 @@ def test_generate_after_training_keeps_qlora_gradients_exact(mix, tmp_path):
 
 
 def test_epoch_order_does_not_depend_on_history():
-    from rmlib.training.grpo import _epoch_seeded_sampler_class
+    from rmlib.training.grpo_trainer import _epoch_seeded_sampler_class
 
     def order(sampler, epoch):
         sampler.set_epoch(epoch)
@@ -342,7 +337,7 @@ def test_trl_renders_the_mix_with_the_runs_thinking_switch(tmp_path, thinking):
     exactly the prompt each item was fitted and counted as."""
     from dataclasses import fields
 
-    from rmlib.training.grpo import grpo_args
+    from rmlib.training.grpo_config import grpo_args
 
     assert "enable_thinking" not in {f.name for f in fields(GRPOSettings)}
     args = grpo_args(tiny_settings(), tmp_path / "out", enable_thinking=thinking)
@@ -388,7 +383,7 @@ def test_trl_config_is_parsed_by_the_librarys_parser(tmp_path):
 
     from rmlib.config import ConfigError, config_from_dict
     from rmlib.run import check_trl_keys
-    from rmlib.training.grpo import grpo_args
+    from rmlib.training.grpo_config import grpo_args
 
     cfg = GRPOSettings(beta=0.01, top_k=5, save_total_limit=3, trl={"num_iterations": 2})
     args = grpo_args(cfg, tmp_path, seed=7)

@@ -233,7 +233,8 @@ def build_sft_trainer(
     from transformers.trainer_callback import ProgressCallback
     from trl import SFTTrainer
 
-    from rmlib.training.grpo import load_policy, lora_config
+    from rmlib.training.grpo_config import lora_config
+    from rmlib.training.grpo_trainer import load_policy
 
     if cfg.torch_threads:
         torch.set_num_threads(cfg.torch_threads)

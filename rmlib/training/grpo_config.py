@@ -1,0 +1,206 @@
+"""The `grpo` section (`GRPOSettings`: the paper's hyperparameters where they fit one GPU, the
+rest marked choices) and how it becomes TRL's `GRPOConfig` (transformers' HfArgumentParser; `trl`
+for any other field) and PEFT's `LoraConfig` (the project's one LoRA recipe).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, fields
+from pathlib import Path
+from typing import Any, Literal
+
+from rmlib.config import PARAMS, Scheduler, doc
+from rmlib.training.reward import DEFAULT_UNPARSEABLE_PENALTY
+
+
+@dataclass
+class GRPOSettings:
+    __pydantic_config__ = PARAMS
+
+    """GRPO + QLoRA settings; the `grpo` section of a params file.
+
+    Defaults are the paper's (method.md §3) where they fit one GPU; the rest are marked choices.
+    """
+
+    num_generations: int = doc("Group size: completions per prompt (ConsistRM: 8).", 8)
+    learning_rate: float = doc(
+        "Peak learning rate (paper: 1e-6, for full fine-tuning; LoRA often wants 1e-5–1e-4).",
+        1e-6,
+    )
+    beta: float = doc("KL coefficient (ConsistRM: 1e-3; TRL's default is 0 = no KL).", 1e-3)
+    max_completion_length: int = doc("Cap on a completion's tokens (paper: 1024).", 1024)
+    num_train_epochs: float = doc("Passes over the mix (paper: 3).", 3.0)
+    max_steps: int = doc("Stop after this many optimizer steps; -1 = run the epochs.", -1)
+    per_device_train_batch_size: int = doc(
+        "Completions (not prompts) per device micro-batch (24 GB / Qwen3-4B: 4).", 4
+    )
+    gradient_accumulation_steps: int = doc(
+        "Micro-batches per optimizer step (4 x 16 = 64 completions = 8 prompts of 8).", 16
+    )
+    generation_batch_size: int | None = doc(
+        "Completions generated at once (a multiple of the group size and of the micro-batch); "
+        "None = micro-batch x accumulation. Bounds the KV cache.",
+        16,
+    )
+    gradient_checkpointing: bool = doc("Activation checkpointing (needed for 24 GB).", True)
+    loss_type: Literal["dapo", "grpo", "dr_grpo", "bnpo", "cispo", "sapo", "luspo", "vespo"] = doc(
+        "TRL loss: 'dapo' (token mean over the accumulated batch, verl's default aggregation; "
+        "TRL's default), 'grpo' (per-sequence mean, the original), 'dr_grpo', 'bnpo'. "
+        "The paper does not say (choice).",
+        "dapo",
+    )
+    scale_rewards: Literal["group", "batch", "none"] = doc(
+        "Advantage scaling: 'group' (divide by the group's std, original GRPO), 'batch', 'none'.",
+        "group",
+    )
+    epsilon: float = doc("PPO clip range of the importance ratio (TRL/GRPO default 0.2).", 0.2)
+    temperature: float = doc("Sampling temperature of the GRPO rollouts (paper: 1.0).", 1.0)
+    top_p: float = doc("Nucleus sampling of the rollouts; 1.0 = off.", 1.0)
+    top_k: int = doc("Top-k sampling of the rollouts; 0 = off.", 0)
+    warmup_ratio: float = doc("Learning-rate warm-up share of the steps (ConsistRM: 10 %).", 0.1)
+    lr_scheduler_type: Scheduler = doc(
+        "Schedule after warm-up (choice: 'constant_with_warmup', verl's default).",
+        "constant_with_warmup",
+    )
+    weight_decay: float = doc("AdamW weight decay.", 0.0)
+    max_grad_norm: float = doc("Gradient clipping norm.", 1.0)
+    lora_r: int = doc("LoRA rank.", 16)
+    lora_alpha: int = doc("LoRA alpha (scale alpha / r).", 32)
+    lora_dropout: float = doc(
+        "LoRA dropout (0: GRPO's importance ratio compares two forward passes).", 0.0
+    )
+    lora_target_modules: str = doc(
+        "LoRA targets: 'all-linear' = every linear projection.", "all-linear"
+    )
+    adapter_dtype: Literal["fp32", "bf16"] = doc(
+        "dtype of the trainable LoRA weights: 'fp32' (default) or 'bf16'. TRL casts QLoRA "
+        "adapters to bf16; at lr 1e-6 most bf16 updates round away, so we keep fp32.",
+        "fp32",
+    )
+    unparseable_penalty: float = doc(
+        "Reward of an unparseable or truncated judgment (correct 1, wrong 0; choice).",
+        DEFAULT_UNPARSEABLE_PENALTY,
+    )
+    mask_truncated_completions: bool = doc(
+        "Drop completions cut at the cap from the loss (off: they get the penalty instead).",
+        False,
+    )
+    save_steps: int = doc("Checkpoint every this many optimizer steps.", 50)
+    save_total_limit: int | None = doc("Keep this many newest checkpoints (None = all).", 2)
+    logging_steps: int = doc("Log (and write progress.csv) every this many steps.", 1)
+    seed: int | None = doc(
+        "Training seed (sampling, data order, LoRA init); None = run seed.", None
+    )
+    bf16: bool | None = doc("bf16 autocast; None = on when CUDA is available.", None)
+    torch_threads: int | None = doc("CPU threads for torch; None = torch's default.", None)
+    use_vllm: bool = doc(
+        "Generate GRPO's groups on a vLLM engine in the trainer's process (TRL's colocate "
+        "mode; rmlib.training.colocate makes it run on CPU too). The policy's weights are "
+        "pushed into the engine after each optimizer step (LoRA merged, copied, unmerged), so "
+        "train on a bf16/fp32 base: merging into NF4 layers on every sync is lossy (refused).",
+        False,
+    )
+    vllm_gpu_memory_utilization: float = doc(
+        "use_vllm on CUDA: share of the card the colocated engine takes (weights + KV cache); "
+        "the trainer needs the rest.",
+        0.3,
+    )
+    vllm_cpu_kv_cache_gib: float = doc(
+        "use_vllm on CPU: the colocated engine's KV cache in GiB.", 0.5
+    )
+    vllm_enable_sleep_mode: bool = doc(
+        "use_vllm: free the engine's memory while the trainer steps (TRL issue #5312 reports "
+        "stale weights with it in colocate mode; untested here: the CPU engine has no sleep).",
+        False,
+    )
+    vllm_max_model_length: int | None = doc(
+        "use_vllm: longest prompt + completion the engine accepts; None = the budget of the "
+        "mix's longest prompts (prompts.max_reflection_prompt_tokens when it holds Refl. items, "
+        "else prompts.max_prompt_tokens) + max_completion_length (the checkpoint's 40,960 "
+        "would reserve KV for it).",
+        None,
+    )
+    trl: dict = doc(
+        "Any other trl.GRPOConfig field, by TRL's own name, e.g. {num_iterations: 2, "
+        "top_entropy_quantile: 0.2}: parsed by transformers' HfArgumentParser (an unknown name "
+        "or a bad value is refused when 03 starts; a field this section has is set there).",
+        {},
+    )
+
+    def __post_init__(self) -> None:
+        taken = set(self.trl) & {f.name for f in fields(self)}
+        if taken:
+            raise ValueError(f"grpo.trl sets {sorted(taken)}: set grpo.<name> instead")
+        if not 0.0 <= self.warmup_ratio < 1.0:
+            raise ValueError(f"warmup_ratio must be in [0, 1), got {self.warmup_ratio}")
+        if self.num_generations < 2:
+            raise ValueError("num_generations (group size) must be >= 2")
+        gen = self.generation_batch_size
+        if gen is not None and gen % self.per_device_train_batch_size:
+            raise ValueError("generation_batch_size must be a multiple of the micro-batch")
+        steps_per_generation = (gen or 0) // self.per_device_train_batch_size
+        if gen is not None and self.gradient_accumulation_steps % steps_per_generation:
+            # a checkpoint must never fall inside a generation batch, or a resume regenerates it
+            raise ValueError(
+                "gradient_accumulation_steps must be a multiple of generation_batch_size / "
+                "per_device_train_batch_size (a checkpoint must not split a generation batch)"
+            )
+
+
+def grpo_args(
+    cfg: GRPOSettings, output_dir: str | Path, *, seed: int = 0, enable_thinking: bool = False
+) -> Any:
+    """The trl.GRPOConfig of our settings, parsed by transformers' HfArgumentParser (TRL's own
+    types and checks; no reporting).
+
+    Every field of GRPOSettings that GRPOConfig has by the same name is passed under it; the few
+    below are the project's (renamed, derived, or fixed for how rmlib runs), and `cfg.trl` adds
+    any other GRPOConfig field. `enable_thinking` is the run's model.enable_thinking: TRL renders
+    the mix's messages with it (chat_template_kwargs), as every other step renders its prompts."""
+    import torch
+    from transformers import HfArgumentParser
+    from trl import GRPOConfig
+
+    on_cuda = torch.cuda.is_available()
+    bf16 = on_cuda and torch.cuda.is_bf16_supported() if cfg.bf16 is None else cfg.bf16
+    seed = cfg.seed if cfg.seed is not None else seed
+    trl_fields = {f.name for f in fields(GRPOConfig)}
+    args = {f.name: getattr(cfg, f.name) for f in fields(cfg) if f.name in trl_fields}
+    args.update(
+        output_dir=str(output_dir),
+        gradient_checkpointing_kwargs={"use_reentrant": False},
+        warmup_steps=cfg.warmup_ratio,  # a float < 1 is a ratio of the total steps
+        chat_template_kwargs={"enable_thinking": enable_thinking},
+        save_strategy="steps",
+        seed=seed,
+        data_seed=seed,
+        bf16=bf16,
+        vllm_mode="colocate",
+        report_to="none",
+        remove_unused_columns=False,  # the reward reads `label` and `task`
+        shuffle_dataset=True,
+        log_completions=False,
+        disable_tqdm=False,
+        dataloader_pin_memory=on_cuda,  # pinning needs an accelerator (else a warning a step)
+    )
+    unknown = sorted(set(cfg.trl) - trl_fields)
+    if unknown:
+        raise ValueError(f"grpo.trl: {unknown} are not trl.GRPOConfig fields")
+    (config,) = HfArgumentParser(GRPOConfig).parse_dict({**args, **cfg.trl})
+    return config
+
+
+def lora_config(cfg: Any) -> Any:
+    """LoRA on every linear projection (the lm_head excluded: TRL computes log-probs from it),
+    from any settings with lora_r / lora_alpha / lora_dropout / lora_target_modules (GRPO's and
+    the warm-up's): the one LoRA recipe of the project."""
+    from peft import LoraConfig
+
+    return LoraConfig(
+        r=cfg.lora_r,
+        lora_alpha=cfg.lora_alpha,
+        lora_dropout=cfg.lora_dropout,
+        target_modules=cfg.lora_target_modules,
+        bias="none",
+        task_type="CAUSAL_LM",
+    )

@@ -1,0 +1,105 @@
+"""The adapter's model card (README.md): backbone, data counts, parameters, seed, and an
+evaluation section that `fill_evaluation` fills (`rmlib.report` writes the model's rows there).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+EVAL_START = "<!-- rmlib:evaluation:start -->"
+
+
+EVAL_END = "<!-- rmlib:evaluation:end -->"
+
+
+def write_model_card(out: Path, meta: dict[str, Any]) -> Path:
+    """README.md of the adapter: backbone, data counts, parameters, seed, evaluation placeholder.
+
+    An existing evaluation section (filled by `fill_evaluation`) is kept.
+    """
+    path = out / "README.md"
+    evaluation = _evaluation_block(path.read_text()) if path.exists() else None
+    counts = (meta.get("provenance") or {}).get("counts", {})
+    settings = meta["settings"]
+    lines = [
+        "---",
+        "library_name: peft",
+        f"base_model: {meta['backbone']}",
+        "tags: [rmlib, reflectrm, grpo, qlora, lora, generative-reward-model]",
+        "---",
+        "",
+        f"# ReflectRM judge adapter ({counts.get('variant', 'mix')})",
+        "",
+        "LoRA adapter trained with GRPO (TRL) on the unified judgment tasks of ReflectRM: "
+        "response preference (Pref.) and analysis preference (Refl.). Built with `rmlib`.",
+        "",
+        "## Backbone",
+        "",
+        f"- model: `{meta['backbone']}` (weights under the adapter: {meta['precision']})",
+        f"- thinking mode: {'on' if meta.get('enable_thinking') else 'off'}",
+        f"- optimizer steps: {meta['global_step']}",
+        f"- seed: {meta['seed']}",
+        "",
+        "## Training data",
+        "",
+        *_data_lines(meta.get("provenance") or {}, meta["n_items"]),
+        "",
+        "## Parameters",
+        "",
+        "| parameter | value |",
+        "|---|---|",
+        *[f"| {k} | {v} |" for k, v in settings.items()],
+        "",
+        "## Evaluation",
+        "",
+        evaluation or _EMPTY_EVALUATION,
+        "",
+    ]
+    path.write_text("\n".join(lines))
+    return path
+
+
+_EMPTY_EVALUATION = (
+    f"{EVAL_START}\nNot evaluated yet: the run's evaluation step writes its figures here.\n"
+    f"{EVAL_END}"
+)
+
+
+def _data_lines(prov: dict[str, Any], n_items: int) -> list[str]:
+    c = prov.get("counts", {})
+    if not c:
+        return [f"- items: {n_items} (no provenance recorded)"]
+    return [
+        f"- source: {', '.join(prov.get('sources', [])) or '?'}; rollouts: N = "
+        f"{prov.get('n_samples')} per pair from `{prov.get('backbone') or '?'}`",
+        f"- mix: variant {c.get('variant')}, ratio {c.get('ratio')}, seed {prov.get('seed')}",
+        "",
+        "| Pref. | Refl. | Sum | pairs | easy | mixed | all-wrong | correct+failed |",
+        "|---|---|---|---|---|---|---|---|",
+        f"| {c.get('pref')} | {c.get('refl')} | {c.get('total')} | {c.get('n_pairs')} | "
+        f"{c.get('easy')} | {c.get('mixed')} | {c.get('all_wrong')} | "
+        f"{c.get('correct_or_failed')} |",
+    ]
+
+
+def _evaluation_block(text: str) -> str | None:
+    if EVAL_START in text and EVAL_END in text:
+        start = text.index(EVAL_START)
+        return text[start : text.index(EVAL_END, start) + len(EVAL_END)]
+    return None
+
+
+def fill_evaluation(adapter_dir: str | Path, markdown: str) -> Path:
+    """Put evaluation figures (markdown, e.g. a table) into the model card's evaluation section."""
+    path = Path(adapter_dir) / "README.md"
+    text = path.read_text()
+    block = _evaluation_block(text)
+    if block is None:
+        raise ValueError(f"{path}: no evaluation section markers: not an rmlib model card")
+    return _write(path, text.replace(block, f"{EVAL_START}\n{markdown.strip()}\n{EVAL_END}"))
+
+
+def _write(path: Path, text: str) -> Path:
+    path.write_text(text)
+    return path
