@@ -865,13 +865,13 @@ def cpu_threads(setting: str) -> int:
 
 
 def _default_max_padding() -> float:
-    from rmlib.generation.hf import MAX_PADDING
+    from rmlib.generation.batching import MAX_PADDING
 
     return MAX_PADDING
 
 
 def _default_min_shared_prefix() -> int:
-    from rmlib.generation.hf import MIN_SHARED_PREFIX
+    from rmlib.generation.batching import MIN_SHARED_PREFIX
 
     return MIN_SHARED_PREFIX
 

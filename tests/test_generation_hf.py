@@ -9,7 +9,8 @@ import pytest
 import torch
 
 from rmlib.generation.base import Backend, Generation, SamplingParams
-from rmlib.generation.hf import HFBackend, choose_tokens, filter_logits, plan_batches
+from rmlib.generation.batching import choose_tokens, filter_logits, plan_batches
+from rmlib.generation.hf import HFBackend
 from rmlib.models import TINY_QWEN3, load_backbone, resolve_model
 
 torch.set_num_threads(2)
@@ -254,7 +255,8 @@ def test_out_of_memory_splits_the_batch_and_changes_no_sample(tiny, prompts, mon
 
 
 def test_split_batch_keeps_every_sequence_once():
-    from rmlib.generation.hf import _Item, split_batch
+    from rmlib.generation.batching import BatchItem as _Item
+    from rmlib.generation.batching import split_batch
 
     batch = [_Item(0, [0, 1, 2], group=0, prefix=5), _Item(1, [0], group=0, prefix=5)]
     first, second = split_batch(batch)

@@ -15,14 +15,14 @@ import torch
 from rmlib import prompts as P
 from rmlib.data.demo import load_demo
 from rmlib.generation.base import Generation, SamplingParams
-from rmlib.generation.hf import (
+from rmlib.generation.batching import (
     MAX_PADDING,
-    HFBackend,
     PrefixGroup,
     plan_batches,
     prefill_plan,
     shared_prefix_groups,
 )
+from rmlib.generation.hf import HFBackend
 from rmlib.models import TINY_QWEN3, load_backbone
 
 torch.set_num_threads(2)
