@@ -57,7 +57,7 @@ Precision = Literal["auto", "nf4", "bf16", "fp32"]
 # The models a profile can evaluate (and so train), in the paper's order: the backbone; GRPO on
 # Pref. only (the RFT baseline); Pref. only at the mix's full volume (Table 3); unified
 # Pref. + Refl. (ReflectRM); a judge trained on Refl. only (Figure 4), whose stage 2 reflects on
-# another model's stage-1 judgments (eval.refl_only_stage1). Their mixes: pipeline.MIX_VARIANT.
+# another model's stage-1 judgments (eval.refl_only_stage1). Their mixes: run_models.MIX_VARIANT.
 Model = Literal["base", "rft", "same_volume", "unified", "refl_only"]
 # transformers' SchedulerType values (tests/test_config.py checks they agree).
 Scheduler = Literal[

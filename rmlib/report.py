@@ -20,8 +20,8 @@ import pandas as pd
 from rmlib import analysis
 from rmlib.config import RunConfig
 from rmlib.data import label_of
-from rmlib.pipeline import MODELS, evaluated_models, headline_model
 from rmlib.run_folder import RunFolder
+from rmlib.run_models import MODELS, evaluated_models, headline_model
 
 # Figures in reading order, with what each shows (stems under figures/).
 FIGURES: dict[str, str] = {

@@ -18,6 +18,7 @@ from results_run import DemoBackend, base_script, qwen3_tokenizer, shared_run, u
 
 from rmlib import analysis as res
 from rmlib import pipeline as pl
+from rmlib import run_models
 from rmlib.config import config_from_dict
 from rmlib.reflect import STAGE2_METHODS, run_reflectrm
 from rmlib.run_folder import RunFolder
@@ -75,8 +76,9 @@ def test_refl_only_needs_its_stage1_model_evaluated():
     with pytest.raises(ValueError, match="refl_only_stage1"):
         config_from_dict({"eval": {"models": ["refl_only"], "refl_only_stage1": "refl_only"}})
     cfg = config_from_dict({"eval": {"models": ["base", "refl_only"], "refl_only_stage1": "base"}})
-    assert pl.stage1_model(cfg, "refl_only") == "base" and pl.stage1_model(cfg, "base") == "base"
-    assert pl.trained_models(cfg) == ["refl_only"]
+    assert run_models.stage1_model(cfg, "refl_only") == "base"
+    assert run_models.stage1_model(cfg, "base") == "base"
+    assert run_models.trained_models(cfg) == ["refl_only"]
 
 
 def test_the_reflection_only_judge_has_only_stage2_rows(run):

@@ -241,7 +241,7 @@ def test_a_real_backbone_without_cuda_is_refused_before_any_work():
 
 
 def test_vllm_engine_settings_of_a_run():
-    from rmlib.pipeline import vllm_settings
+    from rmlib.backends import vllm_settings
 
     over = {"generation.backend": "vllm", "generation.adapters": "lora"}
     cfg = load_config(ROOT / "params" / "smoke.yaml", over)

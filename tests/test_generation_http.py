@@ -442,7 +442,7 @@ def test_the_api_key_is_sent_as_a_bearer_token(serve, monkeypatch):
 def test_params_select_the_http_backend_for_a_run(tmp_path, hf, serve, monkeypatch):
     """generation.backend 'http' in a params file: the workbook's models are asked of the servers
     under their served names, through the run's store, and give what the local model gives."""
-    from rmlib import pipeline
+    from rmlib import backends as pipeline
     from rmlib.config import ConfigError, config_from_dict
     from rmlib.run_folder import RunFolder
 

@@ -23,14 +23,10 @@ from rmlib.analysis.common import (
 from rmlib.analysis.differences import configuration_differences
 from rmlib.config import RunConfig
 from rmlib.data import label_of
-from rmlib.pipeline import (
-    MODELS,
-    all_predictions,
-    evaluated_models,
-    headline_model,
-)
+from rmlib.pipeline import all_predictions
 from rmlib.reflect import METHODS
 from rmlib.run_folder import RunFolder
+from rmlib.run_models import MODELS, evaluated_models, headline_model
 
 MAIN_COLUMNS: list[str] = [
     "model",
@@ -337,7 +333,7 @@ def _comparisons(df: pd.DataFrame) -> list[tuple[tuple[str, str], tuple[str, str
 def headline(cfg: RunConfig, run: RunFolder) -> dict[str, Any]:
     """Flat headline numbers of the run (metrics.json section `headline`; sweeps compare them).
 
-    Keys: `model` (`pipeline.headline_model`: unified when evaluated); per benchmark B and
+    Keys: `model` (`run_models.headline_model`: unified when evaluated); per benchmark B and
     method M of that model `acc.B.M` (official score, fraction) with `acc.B.M.ci_low`/`.ci_high`
     and `failures.B.M` (parse failures); `acc.B.base.greedy` for reference; `avg.M`, the plain
     mean over the benchmarks present; `consistency.B.M` (correct in both orders) when both orders

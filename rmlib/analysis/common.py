@@ -14,12 +14,10 @@ import pandas as pd
 from rmlib import scoring
 from rmlib.data import PAPER_ACCURACY, SOURCES, unit_of
 from rmlib.data.pair import Pair
-from rmlib.pipeline import (
-    MODELS,
-    read_pairs,
-)
+from rmlib.pipeline import read_pairs
 from rmlib.reflect import METHODS
 from rmlib.run_folder import RunFolder
+from rmlib.run_models import MODELS
 
 PAPER_BENCHMARKS: tuple[str, ...] = PAPER_ACCURACY  # by scoring rule (the data registry's)
 

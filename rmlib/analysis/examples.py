@@ -9,9 +9,7 @@ from typing import Any
 import pandas as pd
 
 from rmlib.data.pair import Pair
-from rmlib.pipeline import (
-    read_pairs,
-)
+from rmlib.pipeline import read_pairs
 from rmlib.run_folder import RunFolder
 
 

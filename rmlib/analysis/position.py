@@ -14,9 +14,7 @@ from rmlib import paper, scoring
 from rmlib.analysis.common import WIDE_INTERVAL, fmt_ci, pooled_rate, records, sort_rows
 from rmlib.config import RunConfig
 from rmlib.data import label_of
-from rmlib.pipeline import (
-    all_predictions,
-)
+from rmlib.pipeline import all_predictions
 from rmlib.run_folder import RunFolder
 
 

@@ -13,12 +13,9 @@ import pandas as pd
 from rmlib import scoring
 from rmlib.analysis.common import methods_in, pooled_rate, records, wilson
 from rmlib.config import RunConfig
-from rmlib.pipeline import (
-    evaluated_models,
-    stage1_model,
-)
 from rmlib.reflect import analysis_quality, calibration_table, majority_at_k
 from rmlib.run_folder import RunFolder
+from rmlib.run_models import evaluated_models, stage1_model
 
 
 def analysis_quality_tables(
@@ -41,7 +38,7 @@ def analysis_quality_tables(
       after the fact from stored rollouts; ReflectRM at smaller N would need new stage-2 calls.
 
     A model that reflects on another's stage-1 judgments (the reflection-only judge,
-    `pipeline.stage1_model`) has rows only where stage 2 is its own: its summary (with
+    `run_models.stage1_model`) has rows only where stage 2 is its own: its summary (with
     `stage1` naming whose judgments), reflection, and the stage-2 methods; its calibration,
     one-sample and majority rows would repeat the stage-1 model's.
 

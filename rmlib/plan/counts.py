@@ -12,7 +12,7 @@ from typing import Any
 
 from rmlib.config import DatasetSpec, RunConfig
 from rmlib.data import find_source
-from rmlib.pipeline import MIX_VARIANT, stage1_model
+from rmlib.run_models import MIX_VARIANT, stage1_model
 from rmlib.training.grpo_config import GRPOSettings
 from rmlib.training.mix import ratio_counts
 

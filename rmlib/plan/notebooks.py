@@ -8,8 +8,8 @@ import json
 from pathlib import Path
 from typing import Any
 
+from rmlib.backends import max_new_tokens
 from rmlib.config import RunConfig, describe
-from rmlib.pipeline import max_new_tokens, stage1_model, trained_models
 from rmlib.plan.constants import ASSUMED, plan_constants
 from rmlib.plan.counts import (
     eval_calls,
@@ -32,6 +32,7 @@ from rmlib.plan.facts import (
     gpu_class,
     model_facts,
 )
+from rmlib.run_models import stage1_model, trained_models
 
 
 def _gib(value: float | None) -> float | None:
@@ -123,7 +124,7 @@ def _generation_memory(cfg: RunConfig, est: Estimator) -> tuple[float | None, st
         gib = None if weights is None or kv is None else weights + kv
         return gib, "weights + KV cache of generation.max_batch_tokens (no activations)", None
     engine = est.engine(gen.gpu_memory_utilization, gen.kv_cache_gib, precision)
-    max_len = cfg.prompts.longest_prompt_tokens() + max_new_tokens(cfg)  # as pipeline.vllm_settings
+    max_len = cfg.prompts.longest_prompt_tokens() + max_new_tokens(cfg)  # as backends.vllm_settings
     blocked = est.engine_too_small(engine["engine_gib"], precision, max_len)
     return engine["engine_gib"], f"vLLM engine: {engine['how']}", blocked
 

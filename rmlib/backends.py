@@ -1,0 +1,231 @@
+"""Where each run model's weights are (`ModelRef`: backbone or warmed base, adapter, precision)
+and the stored generation backend that serves it: the in-process vLLM engine (adapters by
+LoRARequest or merged), the transformers loop, or OpenAI-compatible servers; the run's prompt
+budget.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+
+from rmlib.config import RunConfig
+from rmlib.run_folder import RunFolder
+from rmlib.run_models import MODELS, trained_models
+
+
+@dataclass
+class ModelRef:
+    """Where one of the run's models lives: weights (+ an adapter) and how to load them."""
+
+    name: str
+    path: str
+    adapter: str | None
+    precision: str
+
+    @property
+    def identity(self) -> str:
+        from rmlib.models import model_identity
+
+        return model_identity(self.path, precision=self.precision, adapter=self.adapter)
+
+
+def base_path(cfg: RunConfig, run: RunFolder) -> str:
+    """The base model: the warmed-up checkpoint when the profile has a warm-up, else backbone."""
+    if cfg.warmup.enabled:
+        merged = run.path / "models" / "base"
+        if not (merged / "config.json").exists():
+            raise FileNotFoundError(
+                f"{merged} is missing: the format warm-up (notebook 02_rollouts) has not run"
+            )
+        return str(merged)
+    return cfg.model.backbone
+
+
+def model_ref(cfg: RunConfig, run: RunFolder, name: str) -> ModelRef:
+    if name not in MODELS:
+        raise ValueError(f"unknown model {name!r}; one of {MODELS}")
+    adapter = None
+    if name != "base":
+        adapter_dir = run.adapter_dir(name)
+        if not (adapter_dir / "adapter_config.json").exists():
+            raise FileNotFoundError(
+                f"{adapter_dir} holds no adapter: train '{name}' first (notebook 03_training)"
+            )
+        adapter = str(adapter_dir)
+    from rmlib.models import resolve_precision
+
+    precision, _ = resolve_precision(cfg.model.precision)
+    return ModelRef(name, base_path(cfg, run), adapter, precision)
+
+
+def backend(cfg: RunConfig, run: RunFolder, ref: ModelRef):
+    """(stored backend, tokenizer) for one model: every generation goes through the run's store.
+
+    generation.backend 'vllm' serves it from the process's vLLM engine (adapters by LoRARequest
+    on the base weights); 'hf' loads it here into our transformers loop; 'http' asks the
+    configured servers for it (`served_model`) and loads only the tokenizer, to render prompts.
+    """
+    from rmlib.generation.store import CachedBackend, GenerationStore
+
+    store = GenerationStore(run.path / cfg.generation.store)
+    if cfg.generation.backend == "vllm":
+        gen, tokenizer = _vllm_backend(cfg, ref, run)
+    else:
+        make = {"http": _http_backend, "hf": _hf_backend}
+        gen, tokenizer = make[cfg.generation.backend](cfg, ref)
+    cached = CachedBackend(
+        gen,
+        store,
+        chunk_prompts=cfg.generation.prompts_per_call(),
+        progress=cfg.generation.progress,
+    )
+    return cached, tokenizer
+
+
+def max_new_tokens(cfg: RunConfig) -> int:
+    """The longest generation any step of the run asks for (rollouts, judgments, reflections)."""
+    return max(
+        cfg.rollouts.max_new_tokens,
+        cfg.inference.max_new_tokens,
+        cfg.inference.reflection_max_new_tokens,
+    )
+
+
+def adapter_mode(cfg: RunConfig) -> str:
+    """How the vLLM backend serves trained adapters: 'lora' (LoRARequest) or 'merged'."""
+    import torch
+
+    if cfg.generation.adapters != "auto":
+        return cfg.generation.adapters
+    return "lora" if torch.cuda.is_available() else "merged"
+
+
+def merged_checkpoint(run: RunFolder, ref: ModelRef) -> str:
+    """ref's base + adapter merged into models/<name>-merged (made once per adapter).
+
+    Written to a .partial folder and renamed, with the model identity (adapter fingerprint
+    included) beside it: a retrained adapter is merged again, a killed merge never counts.
+    """
+    import shutil
+
+    from rmlib.training.sft import merge_adapter
+
+    out = run.path / "models" / f"{ref.name}-merged"
+    stamp = "rmlib_identity.txt"
+    if (out / stamp).is_file() and (out / stamp).read_text() == ref.identity:
+        return str(out)
+    tmp = out.with_name(out.name + ".partial")
+    shutil.rmtree(tmp, ignore_errors=True)
+    dtype = "bf16" if ref.precision == "bf16" else "fp32"
+    merge_adapter(ref.path, str(ref.adapter), tmp, dtype=dtype)
+    (tmp / stamp).write_text(ref.identity)
+    shutil.rmtree(out, ignore_errors=True)
+    tmp.rename(out)
+    return str(out)
+
+
+def vllm_settings(cfg: RunConfig, path: str, precision: str):
+    """The vLLM engine settings of a run: with 'lora' adapters, one engine for the base model
+    and all its adapters; with 'merged', one per model."""
+    import torch
+
+    from rmlib.generation.vllm import EngineSettings, vllm_dtype
+
+    on_cuda = torch.cuda.is_available()
+    dtype, quantization = vllm_dtype(precision, on_cuda)
+    gen = cfg.generation
+    return EngineSettings(
+        model=path,
+        dtype=dtype,
+        quantization=quantization,
+        # stage 2's reflection prompts pass here too: the larger of the two prompt budgets
+        max_model_len=cfg.prompts.longest_prompt_tokens() + max_new_tokens(cfg),
+        # known before the engine starts, so base and adapters share it: any trained model
+        enable_lora=bool(trained_models(cfg)) and adapter_mode(cfg) == "lora",
+        max_lora_rank=cfg.grpo.lora_r,
+        gpu_memory_utilization=gen.gpu_memory_utilization,
+        kv_cache_gib=gen.kv_cache_gib,
+        max_num_batched_tokens=gen.max_num_batched_tokens,
+        max_num_seqs=gen.max_num_seqs,
+        enforce_eager=(not on_cuda) if gen.enforce_eager is None else gen.enforce_eager,
+        seed=cfg.run.seed,
+        cpu_reserved_cores=gen.cpu_reserved_cores,
+    )
+
+
+def _vllm_backend(cfg: RunConfig, ref: ModelRef, run: RunFolder):
+    from rmlib.generation.vllm import VLLMBackend, checkpoint_stop_ids, engine
+    from rmlib.models import load_tokenizer, resolve_model
+
+    path, adapter, kind = resolve_model(ref.path), ref.adapter, "vllm"
+    if adapter and adapter_mode(cfg) == "merged":
+        path, adapter, kind = merged_checkpoint(run, ref), None, "vllm-merged"
+    tokenizer = load_tokenizer(ref.path, trust_remote_code=cfg.model.trust_remote_code)
+    settings = vllm_settings(cfg, path, ref.precision)
+    gen = VLLMBackend(
+        lambda: engine(settings),  # started on the first generation the store cannot answer
+        tokenizer,
+        # its own samples: vLLM's RNG and kernels are not the transformers loop's, and a merged
+        # model's numerics are not base + LoRA's
+        identity=f"{kind}:{ref.identity}",
+        stop_ids=checkpoint_stop_ids(path, tokenizer),
+        adapter=adapter,
+    )
+    return gen, tokenizer
+
+
+def served_model(cfg: RunConfig, name: str) -> str:
+    """The name a vLLM/SGLang server serves run model `name` under."""
+    default = cfg.model.backbone if name == "base" else name
+    return str(cfg.generation.served_models.get(name, default))
+
+
+def _http_backend(cfg: RunConfig, ref: ModelRef):
+    from rmlib.generation.http import HTTPBackend
+    from rmlib.models import load_tokenizer
+
+    served = served_model(cfg, ref.name)
+    gen = HTTPBackend(
+        cfg.generation.endpoints,
+        served,
+        # the served name alone does not say which weights: keep the local identity in it
+        identity=f"http:{served}:{ref.identity}",
+        concurrency=cfg.generation.http_concurrency,
+        timeout=cfg.generation.http_timeout,
+        api_key=os.environ.get(cfg.generation.api_key_env) or None,
+        progress=cfg.generation.progress,
+    )
+    return gen, load_tokenizer(ref.path, trust_remote_code=cfg.model.trust_remote_code)
+
+
+def _hf_backend(cfg: RunConfig, ref: ModelRef):
+    from rmlib.generation.hf import HFBackend
+    from rmlib.models import load_backbone
+
+    model, tokenizer = load_backbone(
+        ref.path,
+        precision=ref.precision,
+        adapter=ref.adapter,
+        trust_remote_code=cfg.model.trust_remote_code,
+    )
+    hf = HFBackend(
+        model,
+        tokenizer,
+        identity=ref.identity,
+        max_batch_tokens=cfg.generation.max_batch_tokens,
+        max_batch_size=cfg.generation.max_batch_size,
+        progress=cfg.generation.progress,
+    )
+    return hf, tokenizer
+
+
+def prompt_budget(cfg: RunConfig):
+    """The run's prompt budget: Pref. prompts to prompts.max_prompt_tokens, Refl. prompts to
+    prompts.max_reflection_prompt_tokens (rmlib.prompts picks the limit by task)."""
+    from rmlib.prompts import PromptBudget
+
+    return PromptBudget(
+        max_prompt_tokens=cfg.prompts.max_prompt_tokens,
+        max_reflection_prompt_tokens=cfg.prompts.max_reflection_prompt_tokens,
+    )
