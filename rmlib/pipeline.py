@@ -23,7 +23,7 @@ from rmlib.backends import backend, base_path, model_ref, prompt_budget
 from rmlib.config import DatasetSpec, RunConfig
 from rmlib.data.pair import LoadResult, Pair, subsample
 from rmlib.run_folder import RunFolder
-from rmlib.run_models import MIX_VARIANT, evaluated_models, stage1_model, trained_models
+from rmlib.run_models import MIX_VARIANT, stage1_model, trained_models
 
 
 def load_split(spec: DatasetSpec, seed: int) -> LoadResult:
@@ -80,10 +80,6 @@ def load_data(cfg: RunConfig, run: RunFolder) -> pd.DataFrame:
 
 def pairs_frame(pairs: Sequence[Pair]) -> pd.DataFrame:
     return pd.DataFrame([p.to_row() for p in pairs])
-
-
-def read_pairs(run: RunFolder, name: str) -> list[Pair]:
-    return [Pair.from_row(r) for r in run.read_table(name).to_dict("records")]
 
 
 def response_lengths(pairs: Sequence[Pair], tokenizer: Any | None = None) -> pd.DataFrame:
@@ -173,7 +169,7 @@ def training_rollouts(cfg: RunConfig, run: RunFolder) -> pd.DataFrame:
     from rmlib.generation.base import SamplingParams
     from rmlib.judge import judge_pairs
 
-    pairs = read_pairs(run, "pairs_train")
+    pairs = run.pairs("pairs_train")
     gen, tokenizer = backend(cfg, run, model_ref(cfg, run, "base"))
     params = SamplingParams(
         max_new_tokens=cfg.rollouts.max_new_tokens,
@@ -225,7 +221,7 @@ def build_mixes(cfg: RunConfig, run: RunFolder) -> pd.DataFrame:
     from rmlib.training.mix import build_mix
 
     rollouts = run.read_table("rollouts_train")
-    pairs = read_pairs(run, "pairs_train")
+    pairs = run.pairs("pairs_train")
     tokenizer = load_tokenizer(base_path(cfg, run), trust_remote_code=cfg.model.trust_remote_code)
     tables = []
     for model in trained_models(cfg):
@@ -334,7 +330,7 @@ def evaluate(cfg: RunConfig, run: RunFolder, model: str) -> dict[str, Any]:
     from rmlib.reflect import run_reflectrm
 
     ref = model_ref(cfg, run, model)
-    pairs = read_pairs(run, "pairs_eval")
+    pairs = run.pairs("pairs_eval")
     infer = cfg.inference
     first = stage1_model(cfg, model)
     if first == model:
@@ -375,23 +371,6 @@ def evaluation_tables(result: Any, own_stage1: bool = True) -> dict[str, pd.Data
         preds = tables["predictions"]
         tables["predictions"] = preds[preds["method"].isin(STAGE2_METHODS)].reset_index(drop=True)
     return tables
-
-
-def all_predictions(cfg: RunConfig, run: RunFolder) -> pd.DataFrame:
-    """Every model's predictions in one table, with a `model` column."""
-    frames = []
-    for m in evaluated_models(cfg, run):
-        df = run.read_table(f"predictions_{m}")
-        df.insert(0, "model", m)
-        frames.append(df)
-    if not frames:
-        raise FileNotFoundError(f"{run.path}: no predictions yet: run 04_inference first")
-    return pd.concat(frames, ignore_index=True)
-
-
-def read_model_tables(run: RunFolder, model: str) -> dict[str, pd.DataFrame]:
-    names = ("rollouts", "greedy", "reflections", "predictions")
-    return {n: run.read_table(f"{n}_{model}") for n in names if run.has_table(f"{n}_{model}")}
 
 
 def counts_table(counts: dict[str, dict[str, Any]]) -> pd.DataFrame:
@@ -439,7 +418,7 @@ def worked_example(run: RunFolder, model: str, key: str | None = None) -> pd.Dat
 
     Picks the first pair with at least one reflection call unless `key` is given.
     """
-    t = read_model_tables(run, model)
+    t = run.model_tables(model)
     rollouts, refl, preds = t["rollouts"], t.get("reflections"), t["predictions"]
     if key is None:
         has_refl = refl is not None and len(refl)

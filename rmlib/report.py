@@ -20,27 +20,9 @@ import pandas as pd
 from rmlib import analysis
 from rmlib.config import RunConfig
 from rmlib.data import label_of
+from rmlib.plots.registry import FIGURES, caption
 from rmlib.run_folder import RunFolder
 from rmlib.run_models import MODELS, evaluated_models, headline_model
-
-# Figures in reading order, with what each shows (stems under figures/).
-FIGURES: dict[str, str] = {
-    "data_overview": "Pairs per subset and the share of pairs whose better response is in slot 1",
-    "length_distributions": "Lengths of the better and the worse responses",
-    "correct_per_pair": "Correct verdicts per training pair (easy / mixed / all wrong)",
-    "training_curves": "GRPO reward, parse failures and KL over steps",
-    "parse_failures": "Parse failures by model, stage and kind",
-    "accuracy_by_benchmark": "Official score per benchmark, model and method, paper beside ours",
-    "accuracy_by_subset": "Score per subset, section, domain or level",
-    "calibration": "Accuracy of stage-1 judgments by confidence",
-    "reflection_accuracy": "How often stage 2 prefers the correct critique",
-    "method_accuracy": "Accuracy of each stage and baseline",
-    "accuracy_vs_n": "Majority of k samples as k grows, ReflectRM at N",
-    "consistency": "Right in both orders (positional consistency)",
-    "flip_rate": "Verdicts that follow the slot when the order is swapped",
-    "first_slot": "Share of verdicts that choose Response 1",
-    "accuracy_by_length": "Accuracy by length difference of the two responses",
-}
 
 
 def write_report(cfg: RunConfig, run: RunFolder) -> Path:
@@ -300,8 +282,8 @@ def _figures(run: RunFolder) -> str:
         return ""
     lines = ["## Figures"]
     for name in order:
-        caption = FIGURES.get(name, name.replace("_", " "))
-        lines.append(f"### {caption}\n\n![{caption}](figures/{name}.png)")
+        text = caption(name)
+        lines.append(f"### {text}\n\n![{text}](figures/{name}.png)")
     return "\n\n".join(lines)
 
 

@@ -18,6 +18,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -25,6 +26,7 @@ import pandas as pd
 import yaml
 
 from rmlib.config import RunConfig, config_from_dict, load_config
+from rmlib.data.pair import Pair
 
 ENV_RUN_DIR = "RMLIB_RUN_DIR"
 ENV_PARAMS = "RMLIB_PARAMS"
@@ -56,6 +58,26 @@ class RunFolder:
     # ---- tables -------------------------------------------------------------------------------
     def table_path(self, name: str) -> Path:
         return self.path / "tables" / f"{name}.parquet"
+
+    def pairs(self, name: str) -> list[Pair]:
+        """A pairs table (pairs_train, pairs_eval) as `Pair`s."""
+        return [Pair.from_row(r) for r in self.read_table(name).to_dict("records")]
+
+    def predictions(self, models: Sequence[str]) -> pd.DataFrame:
+        """The predictions of `models` (those with a table) in one table, with a `model` column."""
+        frames = []
+        for m in models:
+            if self.has_table(f"predictions_{m}"):
+                frames.append(self.read_table(f"predictions_{m}").assign(model=m))
+        if not frames:
+            raise FileNotFoundError(f"{self.path}: no predictions yet: run 04_inference first")
+        out = pd.concat(frames, ignore_index=True)
+        return out[["model", *[c for c in out.columns if c != "model"]]]
+
+    def model_tables(self, model: str) -> dict[str, pd.DataFrame]:
+        """One model's evaluation tables (rollouts, greedy, reflections, predictions) present."""
+        names = ("rollouts", "greedy", "reflections", "predictions")
+        return {n: self.read_table(f"{n}_{model}") for n in names if self.has_table(f"{n}_{model}")}
 
     def has_table(self, name: str) -> bool:
         return self.table_path(name).exists()

@@ -46,7 +46,7 @@ def run(tmp_path_factory):
     if run.has_table("results_main"):
         run.table_path("results_main").unlink()
     cfg = run.config()
-    pairs = pl.read_pairs(run, "pairs_eval")
+    pairs = run.pairs("pairs_eval")
     tok = qwen3_tokenizer()
     same = run_reflectrm(pairs, DemoBackend(base_script(pairs), pairs), tok, cfg.inference)
     stage1 = DemoBackend(unified_script(pairs), pairs)

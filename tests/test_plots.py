@@ -15,7 +15,7 @@ from results_run import one_order_copy, shared_run
 from rmlib import analysis as res
 from rmlib import plots
 from rmlib.data.demo import load_demo
-from rmlib.pipeline import read_pairs, response_lengths
+from rmlib.pipeline import response_lengths
 
 
 @pytest.fixture(scope="module")
@@ -75,9 +75,20 @@ FIGURES = {
     ),
     "data_overview": lambda t, run: plots.data_overview(_summary(), run),
     "length_distributions": lambda t, run: plots.length_distributions(
-        response_lengths(read_pairs(run, "pairs_eval")), run
+        response_lengths(run.pairs("pairs_eval")), run
     ),
 }
+
+
+def test_the_figure_registry_names_each_figures_function():
+    import inspect
+
+    assert set(FIGURES) <= set(plots.FIGURES)
+    for stem, spec in plots.FIGURES.items():
+        fn = getattr(plots, spec.draw)
+        assert f'"{stem}"' in inspect.getsource(fn), (stem, spec.draw)  # it saves this stem
+        assert spec.caption and plots.caption(stem) == spec.caption
+    assert plots.caption("my_own_figure") == "my own figure"
 
 
 @pytest.mark.parametrize("name", sorted(FIGURES))

@@ -23,7 +23,6 @@ from rmlib.analysis.common import (
 from rmlib.analysis.differences import configuration_differences
 from rmlib.config import RunConfig
 from rmlib.data import label_of
-from rmlib.pipeline import all_predictions
 from rmlib.reflect import METHODS
 from rmlib.run_folder import RunFolder
 from rmlib.run_models import MODELS, evaluated_models, headline_model
@@ -63,7 +62,7 @@ def score_all(cfg: RunConfig, run: RunFolder) -> dict[str, dict[str, dict[str, A
     {model: {benchmark (source name): score_predictions(...)}}; written to metrics.json
     section `scores`.
     """
-    preds = all_predictions(cfg, run)
+    preds = run.predictions(evaluated_models(cfg, run))
     pairs = pairs_by_source(run)
     out: dict[str, dict[str, dict[str, Any]]] = {}
     for model in evaluated_models(cfg, run):
@@ -276,7 +275,7 @@ def paired_table(cfg: RunConfig, run: RunFolder) -> pd.DataFrame:
     Columns: a, b (model · method), benchmark, score_a, score_b, difference, ci_low, ci_high,
     n_units, a_right_b_wrong, a_wrong_b_right, p_value. Writes metrics.json section `paired`.
     """
-    preds = all_predictions(cfg, run)
+    preds = run.predictions(evaluated_models(cfg, run))
     pairs = pairs_by_source(run)
     rows = []
     for source, df in preds.groupby("source", sort=False):

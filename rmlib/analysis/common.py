@@ -14,7 +14,6 @@ import pandas as pd
 from rmlib import scoring
 from rmlib.data import PAPER_ACCURACY, SOURCES, unit_of
 from rmlib.data.pair import Pair
-from rmlib.pipeline import read_pairs
 from rmlib.reflect import METHODS
 from rmlib.run_folder import RunFolder
 from rmlib.run_models import MODELS
@@ -35,7 +34,7 @@ def methods_in(df: pd.DataFrame) -> list[str]:
 
 def pairs_by_source(run: RunFolder) -> dict[str, list[Pair]]:
     out: dict[str, list[Pair]] = {}
-    for p in read_pairs(run, "pairs_eval"):
+    for p in run.pairs("pairs_eval"):
         out.setdefault(p.source, []).append(p)
     return out
 

@@ -9,7 +9,6 @@ from typing import Any
 import pandas as pd
 
 from rmlib.data.pair import Pair
-from rmlib.pipeline import read_pairs
 from rmlib.run_folder import RunFolder
 
 
@@ -20,7 +19,7 @@ def worked_examples(run: RunFolder, model: str, k: int = 1) -> dict[str, list[di
     every stage-2 call (the other critique, the reflection's output, who won).
     """
     t = {n: run.read_table(f"{n}_{model}") for n in ("rollouts", "reflections", "predictions")}
-    pairs = {p.key: p for p in read_pairs(run, "pairs_eval")}
+    pairs = {p.key: p for p in run.pairs("pairs_eval")}
     final = t["predictions"][t["predictions"]["method"] == "reflectrm"]
     refl = t["reflections"]
     refl = refl[refl["method"] == "reflectrm"] if len(refl) else refl

@@ -14,8 +14,8 @@ from rmlib import paper, scoring
 from rmlib.analysis.common import WIDE_INTERVAL, fmt_ci, pooled_rate, records, sort_rows
 from rmlib.config import RunConfig
 from rmlib.data import label_of
-from rmlib.pipeline import all_predictions
 from rmlib.run_folder import RunFolder
+from rmlib.run_models import evaluated_models
 
 
 def position_bias_tables(cfg: RunConfig, run: RunFolder, n_bins: int = 5) -> dict[str, Any]:
@@ -34,7 +34,7 @@ def position_bias_tables(cfg: RunConfig, run: RunFolder, n_bins: int = 5) -> dic
 
     Writes metrics.json section `position_bias`.
     """
-    preds = all_predictions(cfg, run)
+    preds = run.predictions(evaluated_models(cfg, run))
     boot = {"n_boot": cfg.eval.n_bootstrap, "seed": cfg.run.seed}
     rows = []
     for (model, source, method), g in preds.groupby(["model", "source", "method"], sort=False):

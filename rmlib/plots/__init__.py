@@ -13,7 +13,8 @@ order only, no reflections, a missing table) is still drawn, with a sentence say
 empty.
 
 One module per notebook: `data` (01), `runs` (02-04), `accuracy` (05), `quality` (06),
-`position` (07), `sweeps` (`rmlib sweep`); `style` holds the palette, markers and saving. Figures
+`position` (07), `sweeps` (`rmlib sweep`); `style` holds the palette, markers and saving;
+`registry` names every figure: stem, drawing function, caption. Figures
 draw tables that `rmlib.analysis` computed; they read no run table themselves beyond what a
 caller passes (except the run's parse-failure counts, 04).
 """
@@ -35,6 +36,7 @@ from rmlib.plots.quality import (
     method_accuracies,
     reflection_accuracy,
 )
+from rmlib.plots.registry import FIGURES, FigureSpec, caption
 from rmlib.plots.runs import (
     FAILURE_STAGES,
     TRAINING_PANELS,
@@ -73,6 +75,9 @@ from rmlib.plots.style import (
 from rmlib.plots.sweeps import SWEEP_METHODS, sweep_figure
 
 __all__ = [
+    "FIGURES",
+    "FigureSpec",
+    "caption",
     "ANALYSIS_METHODS",
     "FAILURE_COLORS",
     "FAILURE_STAGES",
