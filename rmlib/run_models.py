@@ -15,7 +15,10 @@ import typing
 from collections.abc import Sequence
 from pathlib import Path
 
+import pandas as pd
+
 from rmlib.config import Model, RunConfig
+from rmlib.reflect.settings import METHODS
 from rmlib.run_folder import RunFolder
 
 MODELS: tuple[str, ...] = typing.get_args(Model)  # in the paper's order
@@ -66,3 +69,22 @@ def runnable_models(cfg: RunConfig, run: RunFolder) -> list[str]:
     if missing:
         print(f"not evaluated (no trained adapter in {run.path / 'adapters'}): {missing}")
     return ready
+
+
+def sort_rows(df: pd.DataFrame, by: str | None = None) -> pd.DataFrame:
+    """Rows by `by` (in order of first appearance), then model and method in the paper's order."""
+    if df.empty:
+        return df
+    model_rank = {m: i for i, m in enumerate(MODELS)}
+    method_rank = {m: i for i, m in enumerate(METHODS)}
+    first = {v: i for i, v in enumerate(dict.fromkeys(df[by]))} if by else {}
+    key = df.assign(
+        _b=df[by].map(first) if by else 0,
+        _m=df["model"].map(model_rank).fillna(99),
+        _k=df["method"].map(method_rank).fillna(99),
+    )
+    return (
+        key.sort_values(["_b", "_m", "_k"], kind="stable")
+        .drop(columns=["_b", "_m", "_k"])
+        .reset_index(drop=True)
+    )

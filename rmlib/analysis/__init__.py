@@ -47,7 +47,6 @@ from rmlib.analysis.common import (
     pooled_rate,
     records,
     rule_label,
-    sort_rows,
     unit_suffix,
     wide_intervals,
     wilson,
@@ -61,14 +60,13 @@ from rmlib.analysis.position import (
     pair_lengths,
     position_bias_tables,
 )
-from rmlib.analysis.quality import REFLECTION_CASES, analysis_quality_tables, n_grid
+from rmlib.analysis.quality import analysis_quality_tables, n_grid
 
 __all__ = [
     "CROSS_MODEL",
     "MAIN_COLUMNS",
     "PAPER_BENCHMARKS",
     "PART_KINDS",
-    "REFLECTION_CASES",
     "WIDE_INTERVAL",
     "analysis_quality_tables",
     "ci_bounds",
@@ -94,7 +92,6 @@ __all__ = [
     "score_all",
     "show_differences",
     "show_examples",
-    "sort_rows",
     "subset_table",
     "unit_suffix",
     "wide_intervals",

@@ -16,7 +16,6 @@ from rmlib.data import PAPER_ACCURACY, SOURCES, unit_of
 from rmlib.data.pair import Pair
 from rmlib.reflect import METHODS
 from rmlib.run_folder import RunFolder
-from rmlib.run_models import MODELS
 
 PAPER_BENCHMARKS: tuple[str, ...] = PAPER_ACCURACY  # by scoring rule (the data registry's)
 
@@ -114,25 +113,6 @@ def fmt_ci(score: Any, low: Any, high: Any, digits: int = 1) -> str:
     if low is None or high is None or math.isnan(low) or math.isnan(high):
         return s
     return f"{s} [{100 * low:.{digits}f}, {100 * high:.{digits}f}]"
-
-
-def sort_rows(df: pd.DataFrame, by: str | None = None) -> pd.DataFrame:
-    """Rows by `by` (in order of first appearance), then model and method in the paper's order."""
-    if df.empty:
-        return df
-    model_rank = {m: i for i, m in enumerate(MODELS)}
-    method_rank = {m: i for i, m in enumerate(METHODS)}
-    first = {v: i for i, v in enumerate(dict.fromkeys(df[by]))} if by else {}
-    key = df.assign(
-        _b=df[by].map(first) if by else 0,
-        _m=df["model"].map(model_rank).fillna(99),
-        _k=df["method"].map(method_rank).fillna(99),
-    )
-    return (
-        key.sort_values(["_b", "_m", "_k"], kind="stable")
-        .drop(columns=["_b", "_m", "_k"])
-        .reset_index(drop=True)
-    )
 
 
 def wide_intervals(table: pd.DataFrame, width: float = WIDE_INTERVAL) -> pd.DataFrame:

@@ -14,6 +14,7 @@ from rmlib import scoring
 from rmlib.analysis.common import methods_in, pooled_rate, records, wilson
 from rmlib.config import RunConfig
 from rmlib.reflect import analysis_quality, calibration_table, majority_at_k
+from rmlib.reflect.settings import REFLECTION_CASES
 from rmlib.run_folder import RunFolder
 from rmlib.run_models import evaluated_models, stage1_model
 
@@ -82,9 +83,6 @@ def _calibration(model: str, rollouts: pd.DataFrame, n_bins: int) -> pd.DataFram
     cal["ci_high"] = [b[1] for b in bounds]
     cal.insert(0, "model", model)
     return cal
-
-
-REFLECTION_CASES: tuple[str, ...] = ("all informative", "anchor wrong", "anchor right")
 
 
 def _reflection(model: str, refl: pd.DataFrame, cfg: RunConfig) -> pd.DataFrame:

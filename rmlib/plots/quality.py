@@ -30,6 +30,7 @@ from rmlib.plots.style import (
     save,
     styled,
 )
+from rmlib.reflect.settings import REFLECTION_CASES
 from rmlib.run_folder import RunFolder
 
 
@@ -88,8 +89,6 @@ def reflection_accuracy(reflection: pd.DataFrame, run: RunFolder) -> Figure:
     fig, axes = new_figure(
         1, len(models), size=(5.2 * len(models), 4.2), sharey=True, layout="constrained"
     )
-    from rmlib.analysis.quality import REFLECTION_CASES
-
     for ax, model in zip(axes, models, strict=True):
         g = df[df["model"] == model]
         if not (g["n"] > 0).any():

@@ -21,6 +21,7 @@ from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
 
 from rmlib.run_folder import RunFolder
+from rmlib.run_models import sort_rows
 
 # Okabe & Ito (2008), "Color Universal Design".
 OKABE_ITO: dict[str, str] = {
@@ -214,8 +215,6 @@ def dot_rows(
 
 
 def system_labels(df: pd.DataFrame) -> list[str]:
-    from rmlib.analysis.common import sort_rows
-
     order = sort_rows(df)
     return list(
         dict.fromkeys(

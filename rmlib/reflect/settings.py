@@ -30,6 +30,9 @@ METHODS: tuple[str, ...] = (
 STAGE2_METHODS: tuple[str, ...] = ("random_anchor", "random_winners", "reflectrm")
 
 
+# The cases the analysis of stage-2 calls reports (notebook 06's table and figure): every
+# informative call, those whose anchor was wrong (overruling it is right), and right (keeping it)
+REFLECTION_CASES: tuple[str, ...] = ("all informative", "anchor wrong", "anchor right")
 PREDICTION_COLUMNS: list[str] = [
     "key",
     "id",
