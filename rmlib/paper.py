@@ -49,15 +49,6 @@ SYSTEMS: dict[tuple[str, str], str] = {
     ("refl_only", "reflectrm"): "stage 2 by a separate reflection-only judge (Figure 4)",
 }
 
-# The data-volume ablation's systems (DATA_VOLUME_ABLATION rows) as this project's models,
-# each judged greedy: the paper's "avg" is of RewardBench and RMB greedy scores (77.6 = the
-# mean of rft's 84.0 and 71.2; 80.3 = unified's 85.3 and 75.3).
-DATA_VOLUME_MODELS: dict[str, str] = {
-    "rft": "Pref. 13.7k",
-    "same_volume": "Pref. 17.1k",
-    "unified": "Pref. 13.7k + Refl. 3.4k",
-}
-
 # Main table, Qwen3-4B, accuracy %.
 MAIN_TABLE: dict[tuple[str, str], dict[str, float]] = {
     ("base", "greedy"): {
@@ -97,11 +88,26 @@ INFERENCE_ABLATION: dict[tuple[str, str], dict[str, float]] = {
     ("unified", "random_winners"): {"rewardbench": 85.7, "rmb": 76.0},
 }
 
-# Same data volume: the mean of RewardBench and RMB, %, by training set.
+# Same data volume: the mean of RewardBench and RMB, %, by training set, each judged greedy
+# (77.6 = the mean of rft's 84.0 and 71.2; 80.3 = unified's 85.3 and 75.3); `model` is the
+# project's model trained on that set.
 DATA_VOLUME_ABLATION: list[dict[str, Any]] = [
-    {"training_set": "Pref. 13.7k", "pref": 13_700, "refl": 0, "avg_rewardbench_rmb": 77.6},
-    {"training_set": "Pref. 17.1k", "pref": 17_100, "refl": 0, "avg_rewardbench_rmb": 79.1},
     {
+        "model": "rft",
+        "training_set": "Pref. 13.7k",
+        "pref": 13_700,
+        "refl": 0,
+        "avg_rewardbench_rmb": 77.6,
+    },
+    {
+        "model": "same_volume",
+        "training_set": "Pref. 17.1k",
+        "pref": 17_100,
+        "refl": 0,
+        "avg_rewardbench_rmb": 79.1,
+    },
+    {
+        "model": "unified",
         "training_set": "Pref. 13.7k + Refl. 3.4k",
         "pref": 13_700,
         "refl": 3_400,

@@ -23,6 +23,7 @@ from rmlib.data import label_of
 from rmlib.plots.registry import FIGURES, caption
 from rmlib.run_folder import RunFolder
 from rmlib.run_models import MODELS, evaluated_models, headline_model
+from rmlib.training.model_card import fill_evaluation
 
 
 def write_report(cfg: RunConfig, run: RunFolder) -> Path:
@@ -50,8 +51,6 @@ def write_report(cfg: RunConfig, run: RunFolder) -> Path:
 def _fill_model_cards(run: RunFolder, main: pd.DataFrame) -> None:
     """Each trained adapter's model card gets its own rows of the main table (its evaluation
     section, rewritten with every report)."""
-    from rmlib.training.model_card import fill_evaluation
-
     for model in sorted(set(main["model"]) - {"base"}) if len(main) else []:
         card = run.adapter_dir(model) / "README.md"
         if not card.is_file():

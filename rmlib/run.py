@@ -242,20 +242,15 @@ def check_device(cfg: RunConfig, cuda: bool | None = None) -> None:
 
 
 def check_trl_keys(cfg: RunConfig) -> None:
-    """Refuse, before any work, a grpo.trl key that trl.GRPOConfig does not have (the params
-    check at load cannot: it must not import TRL, which imports torch)."""
+    """Refuse, before any work, a grpo.trl key that trl.GRPOConfig does not have, naming the
+    params file (`grpo_config.check_trl_keys` is the rule)."""
     from rmlib.config import ConfigError
+    from rmlib.training.grpo_config import check_trl_keys as check
 
-    if not cfg.grpo.trl:
-        return
-    from dataclasses import fields
-
-    from trl import GRPOConfig
-
-    known = {f.name for f in fields(GRPOConfig)}
-    unknown = sorted(set(cfg.grpo.trl) - known)
-    if unknown:
-        raise ConfigError(f"{cfg.source}: 'grpo.trl': {unknown} are not trl.GRPOConfig fields")
+    try:
+        check(cfg.grpo.trl)
+    except ValueError as e:
+        raise ConfigError(f"{cfg.source}: {e}") from None
 
 
 def _start_log(run: RunFolder) -> None:

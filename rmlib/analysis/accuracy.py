@@ -182,17 +182,16 @@ def data_volume_table(cfg: RunConfig, run: RunFolder, main: pd.DataFrame) -> pd.
     with its training items (mix_counts), its score [95 % interval] on every benchmark of the
     run, the mean of RewardBench and RMB where both were scored (the paper's measure), and the
     paper's mean beside it. Empty when fewer than two of the three were evaluated."""
-    greedy = main[(main["method"] == "greedy") & main["model"].isin(paper.DATA_VOLUME_MODELS)]
+    published = {r["model"]: r for r in paper.DATA_VOLUME_ABLATION}
+    greedy = main[(main["method"] == "greedy") & main["model"].isin(published)]
     models = [m for m in MODELS if m in set(greedy["model"])]
     if len(models) < 2:
         return pd.DataFrame()
     mixes = run.read_table("mix_counts").set_index("model") if run.has_table("mix_counts") else None
-    published = {r["training_set"]: r for r in paper.DATA_VOLUME_ABLATION}
     rows = []
     for model in models:
         g = greedy[greedy["model"] == model].set_index("benchmark")
-        name = paper.DATA_VOLUME_MODELS[model]
-        row: dict[str, Any] = {"model": model, "paper's set": name}
+        row: dict[str, Any] = {"model": model, "paper's set": published[model]["training_set"]}
         if mixes is not None and model in mixes.index:
             row["Pref. items"] = int(mixes.loc[model, "Pref."])
             row["Refl. items"] = int(mixes.loc[model, "Refl."])
@@ -201,7 +200,7 @@ def data_volume_table(cfg: RunConfig, run: RunFolder, main: pd.DataFrame) -> pd.
         by_rule = g.set_index("scoring")["score"]
         if {"rewardbench", "rmb"} <= set(by_rule.index):
             row["RewardBench+RMB avg ours"] = f"{100 * by_rule[['rewardbench', 'rmb']].mean():.1f}"
-        row["RewardBench+RMB avg paper"] = f"{published[name]['avg_rewardbench_rmb']:.1f}"
+        row["RewardBench+RMB avg paper"] = f"{published[model]['avg_rewardbench_rmb']:.1f}"
         rows.append(row)
     return pd.DataFrame(rows).set_index("model")
 

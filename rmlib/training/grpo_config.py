@@ -183,11 +183,21 @@ def grpo_args(
         disable_tqdm=False,
         dataloader_pin_memory=on_cuda,  # pinning needs an accelerator (else a warning a step)
     )
-    unknown = sorted(set(cfg.trl) - trl_fields)
-    if unknown:
-        raise ValueError(f"grpo.trl: {unknown} are not trl.GRPOConfig fields")
+    check_trl_keys(cfg.trl)
     (config,) = HfArgumentParser(GRPOConfig).parse_dict({**args, **cfg.trl})
     return config
+
+
+def check_trl_keys(trl: dict[str, Any]) -> None:
+    """Refuse a grpo.trl key that trl.GRPOConfig does not have (imports TRL, so torch: the params
+    check at load cannot do it; `rmlib run` calls this before any work)."""
+    if not trl:
+        return
+    from trl import GRPOConfig
+
+    unknown = sorted(set(trl) - {f.name for f in fields(GRPOConfig)})
+    if unknown:
+        raise ValueError(f"'grpo.trl': {unknown} are not trl.GRPOConfig fields")
 
 
 def lora_config(cfg: Any) -> Any:

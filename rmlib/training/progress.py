@@ -13,6 +13,7 @@ from typing import Any
 import pandas as pd
 
 from rmlib import status
+from rmlib.data._io import jsonl_rows
 
 PROGRESS_CSV = "progress.csv"
 
@@ -104,8 +105,6 @@ def _number(value: Any) -> float | None:
 
 def _read_jsonl(path: Path) -> list[dict[str, Any]]:
     """The progress records; a line cut by a kill is dropped (the next log step rewrites it)."""
-    from rmlib.data._io import jsonl_rows
-
     return [r.data for r in jsonl_rows(path) if r.error is None and isinstance(r.data, dict)]
 
 
