@@ -62,6 +62,9 @@ def test_colocated_engine_follows_the_policy_after_optimizer_steps(mix, tmp_path
         verbose=False,
     )
     assert trainer.use_vllm and trainer.vllm_generation.mode == "colocate"
+    # the engine runs in the trainer's precision (vLLM's own `auto` would pick bf16 on any x86
+    # CPU, and the comparison below would measure two CPUs' bf16 kernels, not the sync)
+    assert trainer.vllm_generation.llm.llm_engine.model_config.dtype == torch.float32
     probe = colocate.probe_ids(load_tokenizer(TINY_QWEN3))
     before = colocate.policy_logprobs(trainer, probe)
     assert torch.allclose(colocate.engine_logprobs(trainer, probe), before, atol=5e-3)

@@ -2,8 +2,12 @@
 
 TRL 1.16 does the work: `GRPOConfig(use_vllm=True, vllm_mode="colocate")` starts a vLLM engine
 beside the policy, generates every group on it, and before each generation step pushes the
-policy's weights into it (with PEFT: merge the adapter, copy, unmerge). Two things of TRL's fail
-on vLLM's CPU build, and `colocated_generation()` patches exactly those, nothing on CUDA:
+policy's weights into it (with PEFT: merge the adapter, copy, unmerge). TRL passes the engine no
+dtype, so vLLM's `auto` decides: the checkpoint's dtype on CUDA, bf16 on every x86 CPU. The engine
+must sample from the policy's own numerics (the importance-sampling correction covers small
+learner/sampler gaps, not a precision the run never asked for), so `colocated_generation()` gives
+it the trainer's dtype on both. Two more things of TRL's fail on vLLM's CPU build, and it patches
+exactly those, nothing on CUDA:
 
 - the engine's KV cache: TRL sizes it by `gpu_memory_utilization`, which the CPU engine reads
   as a share of *all host memory* (and refuses when that much is not free); on CPU we size it in
@@ -36,10 +40,19 @@ def _on_cuda() -> bool:
     return torch.cuda.is_available()
 
 
-def _cpu_llm(llm_class: Any, kv_cache_gib: float) -> Any:
-    """vllm.LLM with TRL's arguments, its memory sized for the CPU engine."""
+# The engine's dtype for each training precision: an nf4 base computes in bf16 on CUDA (and is
+# refused with use_vllm anyway: build_trainer), fp32 on CPU (rmlib.models).
+ENGINE_DTYPE = {"fp32": "float32", "bf16": "bfloat16", "nf4": "bfloat16"}
+
+
+def engine_llm(llm_class: Any, *, dtype: str, kv_cache_gib: float | None) -> Any:
+    """vllm.LLM with TRL's arguments and the trainer's `dtype`; with `kv_cache_gib` (CPU), its
+    memory sized for the CPU engine."""
 
     def make(**kwargs: Any) -> Any:
+        kwargs["dtype"] = dtype
+        if kv_cache_gib is None:
+            return llm_class(**kwargs)
         kwargs.pop("gpu_memory_utilization", None)
         kwargs["kv_cache_memory_bytes"] = int(kv_cache_gib * (1 << 30))
         kwargs["enforce_eager"] = True
@@ -73,30 +86,33 @@ def sync_cpu_engine(generation: Any) -> None:
 
 
 @contextlib.contextmanager
-def colocated_generation(kv_cache_gib: float = CPU_COLOCATE_KV_GIB) -> Iterator[None]:
-    """While a GRPOTrainer is built: on CPU, TRL's colocated engine gets the two fixes above."""
-    if _on_cuda():
-        yield
-        return
+def colocated_generation(
+    precision: str, kv_cache_gib: float = CPU_COLOCATE_KV_GIB
+) -> Iterator[None]:
+    """While a GRPOTrainer is built: TRL's colocated engine runs in the trainer's `precision`;
+    on CPU it also gets the two fixes above."""
     from trl.generation import vllm_generation as tg
     from trl.trainer import grpo_trainer
 
-    class CPUColocateGeneration(tg.VLLMGeneration):
+    on_cuda = _on_cuda()
+    dtype = ENGINE_DTYPE[precision]
+
+    class ColocateGeneration(tg.VLLMGeneration):
         def _init_vllm(self) -> None:
             real = tg.LLM
-            tg.LLM = _cpu_llm(real, kv_cache_gib)
+            tg.LLM = engine_llm(real, dtype=dtype, kv_cache_gib=None if on_cuda else kv_cache_gib)
             try:
                 super()._init_vllm()
             finally:
                 tg.LLM = real
 
         def sync_weights(self) -> None:
-            if self.mode != "colocate":
+            if on_cuda or self.mode != "colocate":
                 return super().sync_weights()
             sync_cpu_engine(self)
 
     original = grpo_trainer.VLLMGeneration
-    grpo_trainer.VLLMGeneration = CPUColocateGeneration
+    grpo_trainer.VLLMGeneration = ColocateGeneration
     try:
         yield
     finally:

@@ -188,7 +188,7 @@ def build_trainer(
     )
     if reward_funcs is None:
         reward_funcs = [JudgmentReward(eos_ids(model, tokenizer), cfg.unparseable_penalty)]
-    with colocated_generation(cfg.vllm_cpu_kv_cache_gib):
+    with colocated_generation(precision, cfg.vllm_cpu_kv_cache_gib):
         trainer = _trainer_class()(
             model=model,
             reward_funcs=list(reward_funcs),
