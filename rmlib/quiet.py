@@ -1,0 +1,67 @@
+"""What a reader of an executed notebook should not have to wade through, decided once.
+
+Applied by `rmlib/__init__` before any engine is imported (vLLM reads its variables at import).
+Each line silenced here says nothing a reader can act on; tests/test_workbook.py fails a smoke run
+on any other warning, and tests/test_quiet.py holds each entry below on both CPU classes (the
+messages of the AVX-512 BF16 / AMX class are raised by faking that class's capability check).
+
+Two mechanisms, because the engine runs in processes that never import rmlib:
+- in this process: logger levels and filters, `warnings` filters;
+- in child processes (vLLM's engine core, papermill's kernels): environment variables they
+  inherit, `VLLM_LOGGING_LEVEL` and `PYTHONWARNINGS`.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import re
+import warnings
+
+# (logger, text in the message): one record each, filtered where it is logged
+LOG_LINES: tuple[tuple[str, str], ...] = (
+    # bitsandbytes on CPUs with AVX-512 BF16 tries to fetch a 4-bit GEMM kernel from the hub
+    # through the `kernels` package, which we never install (it would download at run time);
+    # its fallback is the plain kernel, which is what the guard in rmlib.models expects
+    (
+        "bitsandbytes.backends.cpu.ops",
+        "Failed to load CPU gemm_4bit_forward from kernels-community",
+    ),
+    # transformers warns that "mtime may not be reliable" when two checkpoints are saved within a
+    # second (short demo/smoke steps), then orders them by step number, which is right
+    ("transformers.trainer_utils", "mtime may not be reliable"),
+)
+
+# (category, start of the message): Python warnings, here and (by PYTHONWARNINGS) in children
+WARNINGS: tuple[tuple[type[Warning], str], ...] = (
+    # TRL 1.16 declares vLLM 0.22-0.31; we run 0.32 (the release whose torch pin is ours) and
+    # test what we use of it (tests/test_training_colocate.py)
+    (UserWarning, "TRL currently supports vLLM versions"),
+    # vLLM 0.32's Triton dispatcher scans module attributes and so touches torch's deprecated
+    # alias (a FutureWarning per import, in the engine's process too; nothing of ours uses it)
+    (FutureWarning, "`torch.distributed.reduce_op` is deprecated"),
+)
+
+
+def _python_warnings_option(category: type[Warning], message: str) -> str:
+    # PYTHONWARNINGS escapes the message itself and splits options on commas
+    assert "," not in message and ":" not in message, message
+    return f"ignore:{message}:{category.__name__}"
+
+
+def apply() -> None:
+    """Install every filter above, in this process and for the processes it starts."""
+    os.environ.setdefault("VLLM_LOGGING_LEVEL", "ERROR")
+    os.environ.setdefault("VLLM_CONFIGURE_LOGGING", "1")
+    # Imported through TRL, vLLM can log before it configures its logger (its Triton hint then
+    # reaches stderr through Python's last-resort handler); its logger's level holds either way
+    logging.getLogger("vllm").setLevel(os.environ["VLLM_LOGGING_LEVEL"])
+    for name, text in LOG_LINES:
+        logging.getLogger(name).addFilter(lambda record, t=text: t not in record.getMessage())
+    options = [o for o in os.environ.get("PYTHONWARNINGS", "").split(",") if o]
+    for category, message in WARNINGS:
+        warnings.filterwarnings("ignore", message=re.escape(message), category=category)
+        option = _python_warnings_option(category, message)
+        if option not in options:
+            options.append(option)
+    os.environ["PYTHONWARNINGS"] = ",".join(options)

@@ -1,0 +1,90 @@
+"""rmlib.quiet: each silenced line is really printed without rmlib and really silenced with it, on
+both CPU classes. Lines that only one class prints are raised here by faking that class's
+capability check, so the AVX2 machines test the AVX-512 BF16 / AMX class's silencing too.
+
+Each case runs in a fresh interpreter: what is printed at import time is the point.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import textwrap
+
+import pytest
+
+# bitsandbytes decides at import, through its native CPU probe, whether to try the hub kernel:
+# an import hook makes the probe say yes while the CPU backend's module is executed
+FAKE_AVX512_BF16 = textwrap.dedent(
+    """
+    import importlib.abc, importlib.machinery, sys
+
+    class Probe(importlib.abc.MetaPathFinder):
+        def find_spec(self, name, path, target=None):
+            if name != "bitsandbytes.backends.cpu.ops":
+                return None
+            spec = importlib.machinery.PathFinder.find_spec(name, path)
+            run = spec.loader.exec_module
+
+            def exec_module(module):
+                import bitsandbytes.functional as F
+                F.has_avx512bf16 = lambda: True
+                run(module)
+
+            spec.loader.exec_module = exec_module
+            return spec
+
+    sys.meta_path.insert(0, Probe())
+    """
+)
+
+
+def run_python(code: str) -> subprocess.CompletedProcess:
+    env_code = "import os; os.environ.pop('PYTHONWARNINGS', None)\n" + code
+    return subprocess.run(
+        [sys.executable, "-c", env_code], capture_output=True, text=True, timeout=300
+    )
+
+
+@pytest.mark.parametrize("with_rmlib", [False, True], ids=["bare", "rmlib"])
+def test_bitsandbytes_hub_kernel_notice_on_avx512_bf16(with_rmlib):
+    pytest.importorskip("bitsandbytes")
+    code = FAKE_AVX512_BF16 + ("import rmlib\n" if with_rmlib else "") + "import bitsandbytes\n"
+    out = run_python(code)
+    assert out.returncode == 0, out.stderr[-2000:]
+    printed = "Failed to load CPU gemm_4bit_forward from kernels-community" in out.stderr
+    assert printed != with_rmlib, out.stderr[-2000:]
+
+
+@pytest.mark.parametrize("with_rmlib", [False, True], ids=["bare", "rmlib"])
+def test_reduce_op_warning_is_silenced_in_child_processes_too(with_rmlib):
+    """vLLM's engine core is a child process that never imports rmlib: PYTHONWARNINGS carries
+    the filter there."""
+    child = (
+        "import warnings; "
+        "warnings.warn('`torch.distributed.reduce_op` is deprecated', FutureWarning)"
+    )
+    code = ("import rmlib\n" if with_rmlib else "") + textwrap.dedent(
+        f"""
+        import subprocess, sys, warnings
+        {child}
+        subprocess.run([sys.executable, "-c", {child!r}], check=True)
+        """
+    )
+    out = run_python(code)
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert out.stderr.count("reduce_op") == (0 if with_rmlib else 2), out.stderr
+
+
+def test_transformers_mtime_notice_is_filtered_and_others_are_not():
+    code = textwrap.dedent(
+        """
+        import logging
+        import rmlib
+        log = logging.getLogger("transformers.trainer_utils")
+        log.warning("Checkpoint mtime may not be reliable")
+        log.warning("a warning that is not ours to hide")
+        """
+    )
+    out = run_python(code)
+    assert "mtime" not in out.stderr and "not ours to hide" in out.stderr
