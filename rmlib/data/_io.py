@@ -42,6 +42,7 @@ _SKIP_KEYS: dict[str, str] = {
     "prefix": "no shared prefix",
     "messages": "bad messages in field '{field}'",
     "value": "bad value in field '{field}'",
+    "duplicate": "duplicate id",
 }
 
 
@@ -180,15 +181,23 @@ def collect(
     rows: Iterable[Row],
     make: Callable[[Row], Iterable[Pair]],
     on_error: OnError,
+    id_field: str | Sequence[str] = "id",
 ) -> LoadResult:
-    """Build pairs row by row into `result`, counting every row that gives none."""
+    """Build pairs row by row into `result`, counting every row that gives none.
+
+    A row whose pair id an earlier row already gave is bad input (ids key the store, the
+    orders' twins and scoring): `id_field` is the upstream field errors name (several: the first
+    the row has)."""
     check_on_error(on_error)
+    first_at: dict[str, tuple[str, str]] = {}  # pair id -> (file, line or row) that gave it
     for row in rows:
         result.n_rows += 1
         try:
             if row.error is not None:
                 raise row.error
-            result.pairs.extend(make(row))
+            pairs = list(make(row))
+            _check_new_ids(row, pairs, first_at, id_field)
+            result.pairs.extend(pairs)
         except Drop as d:
             result.dropped[d.reason] += 1
         except DataError as e:
@@ -196,6 +205,24 @@ def collect(
                 raise
             result.skipped[skip_reason(e)] += 1
     return result
+
+
+def _check_new_ids(
+    row: Row,
+    pairs: Sequence[Pair],
+    first_at: dict[str, tuple[str, str]],
+    id_field: str | Sequence[str],
+) -> None:
+    """Refuse a row that repeats a pair id; else remember where its ids came from."""
+    for p in pairs:
+        if p.id in first_at:
+            file, where = first_at[p.id]
+            fields = (id_field,) if isinstance(id_field, str) else tuple(id_field)
+            field = next((f for f in fields if row.opt(f) is not None), fields[0])
+            first = where if file == row.file else f"{file}, {where}"
+            raise row.fail(field, f"duplicate id {p.id!r} (first at {first})", "duplicate")
+    where = f"line {row.index + 1}" if row.line else f"row {row.index}"
+    first_at.update((p.id, (row.file, where)) for p in pairs)
 
 
 # ---------------------------------------------------------------- files

@@ -51,7 +51,7 @@ def load_judgebench(
     split = split or DEFAULT_SPLIT
     where, rows = rows_for(path, hub_id=HUB_ID, split=split, config=config)
     return collect(LoadResult(SOURCE, where, split, []), rows, lambda row: [_pair(row)],
-                   on_error)
+                   on_error, id_field="pair_id")
 
 
 def _pair(row: Row) -> Pair:

@@ -42,7 +42,8 @@ def load_ppe(
     where, rows = rows_for(path, hub_id=HUB_ID, split=split, config=config)
     seen: Counter[str] = Counter()
     result = LoadResult(SOURCE, where, split, [])
-    return collect(result, rows, lambda row: [_pair(row, drop_ties, seen)], on_error)
+    return collect(result, rows, lambda row: [_pair(row, drop_ties, seen)], on_error,
+                   id_field="question_id")
 
 
 def _context(row: Row) -> tuple[dict[str, str], ...]:

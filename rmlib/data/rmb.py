@@ -72,7 +72,7 @@ def load_rmb(
     rows, hints = _rows(str(path), sets, config)
     result = LoadResult(SOURCE, str(path), split, [])
     return collect(result, rows, lambda row: _pairs(row, sets, hints.get(row.file), seed),
-                   on_error)
+                   on_error, id_field=("pair_uid", "bon_uid", "uid"))
 
 
 # ---------------------------------------------------------------- finding the rows
