@@ -145,20 +145,18 @@ def attach_pairs(
 ) -> pd.DataFrame:
     """Fill `label` and `subset` (and a `meta` column) from the benchmark's pairs.
 
-    A row matches the pair with its id and order, or the other order's pair (label flipped). A
-    row with no pair, or whose own label disagrees with the data (e.g. placed with another seed),
-    raises DataError.
+    A row matches the pair with its id and order, or the other order's pair (label flipped).
+    Ids with no pair raise one DataError (how many, the first few); a row whose own label
+    disagrees with the data (e.g. placed with another seed) raises DataError.
     """
     by_key: dict[tuple[str, str], Pair] = {(p.id, p.order): p for p in pairs}
     out = pred.copy()
     rows = out["_row"] if "_row" in out else range(len(out))
+    _check_known_ids(by_key, out, rows, file)
     labels, subsets, metas = [], [], []
     for r, pid, order, lab in zip(rows, out["id"], out["order"], out["label"], strict=True):
         label, pair = _pair_label(by_key, pid, order)
-        if pair is None:
-            raise DataError(
-                file, int(r), "id", f"no pair with id {pid!r} in the benchmark data", "unknown_id"
-            )
+        assert pair is not None  # _check_known_ids
         if not _missing(lab) and int(lab) != label:
             raise DataError(
                 file,
@@ -176,6 +174,31 @@ def attach_pairs(
         out["subset"] = subsets
     out["meta"] = metas
     return out
+
+
+SHOWN_IDS = 3  # unknown ids a message lists
+
+
+def _check_known_ids(
+    by_key: dict[tuple[str, str], Pair], pred: pd.DataFrame, rows: Iterable[Any], file: str
+) -> None:
+    """All ids unknown to the benchmark data in one line: a score over made-up ids is no score."""
+    known = {pid for pid, _ in by_key}
+    unknown = [(int(r), pid) for r, pid in zip(rows, pred["id"], strict=True) if pid not in known]
+    if not unknown:
+        return
+    ids = list(dict.fromkeys(pid for _, pid in unknown))
+    shown = ", ".join(repr(pid) for pid in ids[:SHOWN_IDS])
+    if len(ids) > SHOWN_IDS:
+        shown += ", ..."
+    n_ids = pred["id"].nunique()
+    raise DataError(
+        file,
+        unknown[0][0],
+        "id",
+        f"{len(ids)} of {n_ids} ids are not in the benchmark data: {shown}",
+        "unknown_id",
+    )
 
 
 def _pair_label(
