@@ -29,7 +29,7 @@ def load_predictions(path: str | Path) -> pd.DataFrame:
     path = Path(path)
     suffix = "".join(path.suffixes[-2:]) if path.suffix == ".gz" else path.suffix
     if suffix == ".parquet":
-        return validate_predictions(pd.read_parquet(path), str(path))
+        return validate_predictions(_read_parquet(path), str(path))
     if suffix not in (".jsonl", ".json", ".jsonl.gz"):
         raise DataError(str(path), None, None, "predictions must be .jsonl or .parquet", "format")
     df = _read_jsonl(path)
@@ -37,6 +37,13 @@ def load_predictions(path: str | Path) -> pd.DataFrame:
         return validate_predictions(df, str(path))
     except DataError as e:  # rows of a JSON-lines file are named by their 1-based line
         raise DataError(e.file, e.row, e.field, e.reason, e.kind, line=True) from None
+
+
+def _read_parquet(path: Path) -> pd.DataFrame:
+    try:
+        return pd.read_parquet(path)
+    except Exception as e:  # pyarrow raises several unrelated types for a bad file
+        raise DataError(str(path), None, None, f"unreadable parquet file ({e})", "read") from None
 
 
 def _read_jsonl(path: Path) -> pd.DataFrame:
@@ -50,7 +57,9 @@ def _read_jsonl(path: Path) -> pd.DataFrame:
             raise row.fail(None, "each line must be a JSON object", "json")
         records.append(row.data)
         lines.append(row.index)
-    return pd.DataFrame(records).assign(_row=lines) if records else pd.DataFrame(records)
+    if not records:
+        raise DataError(str(path), None, None, "no predictions (empty file)", "empty_file")
+    return pd.DataFrame(records).assign(_row=lines)
 
 
 def validate_predictions(df: pd.DataFrame, file: str = PREDICTIONS) -> pd.DataFrame:
@@ -107,8 +116,10 @@ def _missing(v: Any) -> bool:
 def _check_id(v: Any, file: str, r: int) -> str:
     if _missing(v) or (isinstance(v, str) and not v.strip()):
         raise DataError(file, r, "id", "id is missing", "missing")
-    if isinstance(v, float) and v.is_integer():
-        v = int(v)
+    if isinstance(v, float | np.floating) and v.is_integer():
+        v = int(v)  # a column of integer ids with a gap reads back as floats
+    if isinstance(v, bool | np.bool_) or not isinstance(v, str | int | np.integer):
+        raise DataError(file, r, "id", f"id must be a string or an integer, got {v!r}", "value")
     return str(v)
 
 
