@@ -166,6 +166,8 @@ def _score(args: argparse.Namespace) -> int:
         order=args.order,
         n_boot=args.n_boot,
     )
+    if "warning" in result:
+        print(f"rmlib: warning: {result['warning']}", file=sys.stderr)
     print(json.dumps(result, ensure_ascii=False, indent=2, default=str))
     return 0
 

@@ -62,3 +62,27 @@ def test_bad_predictions_file_is_one_line(tmp_path):
     assert out.returncode == 1  # a data error; 2 is for command-line usage
     assert "bad.jsonl" in out.stderr and "verdict" in out.stderr
     assert "Traceback" not in out.stderr
+
+
+def test_ids_not_in_the_data_are_refused_and_unchecked_ids_said(tmp_path):
+    data = tmp_path / "judgebench.jsonl"
+    row = {"source": "livebench-math", "question": "Q?", "response_A": "A", "response_B": "B"}
+    data.write_text(json.dumps({**row, "pair_id": "p0", "label": "A>B"}) + "\n")
+    preds = tmp_path / "made_up.jsonl"
+    preds.write_text(
+        "".join(
+            json.dumps({"id": i, "order": o, "verdict": 1, "label": 1, "subset": "math"}) + "\n"
+            for i in ("x1", "x2")
+            for o in ("given", "swapped")
+        )
+    )
+    out = _score(str(preds), "--benchmark", "judgebench", "--path", str(data), "--n-boot", "10")
+    assert out.returncode == 1 and out.stdout == "" and "Traceback" not in out.stderr
+    assert out.stderr.strip().splitlines() == [
+        f"rmlib: error: {preds}, line 1, field 'id': 2 of 2 ids are not in the benchmark data: "
+        "'x1', 'x2'"
+    ]
+    out = _score(str(preds), "--benchmark", "ppe", "--n-boot", "10")
+    assert out.returncode == 0, out.stderr
+    assert "not an official score" in out.stderr
+    assert json.loads(out.stdout)["ids_checked"] is False

@@ -511,3 +511,41 @@ def test_json_array_errors_name_the_row_index(tmp_path):
     path.write_text(json.dumps([good, bad]))
     with pytest.raises(DataError, match=r"pairs.json, row 1, field 'response_A'"):
         data.load("judgebench", str(path))
+
+
+def _judgebench_row(pair_id: str) -> dict:
+    return {"pair_id": pair_id, "original_id": 0, "source": "mmlu-pro-math", "question": "Q?",
+            "response_model": "m", "response_A": "A.", "response_B": "B.", "label": "A>B"}
+
+
+def _rewardbench_row(upstream_id: int) -> dict:
+    return {"prompt": "Q?", "chosen": "good", "rejected": "bad", "subset": "donotanswer",
+            "id": upstream_id}
+
+
+def _rmbench_row(prompt_id: str) -> dict:
+    return {"id": prompt_id, "prompt": "Q?", "chosen": ["a", "b", "c"],
+            "rejected": ["x", "y", "z"], "domain": "chat"}
+
+
+@pytest.mark.parametrize(("source", "file", "make", "ids", "field", "where"), [
+    ("judgebench", "pairs.jsonl", _judgebench_row, ["p0", "p1", "p0"], "pair_id", "line 3"),
+    ("rewardbench", "pairs.json", _rewardbench_row, [7, 8, 7], "id", "row 2"),
+    ("rm-bench", "total_dataset.json", _rmbench_row, ["chat/1", "chat/1"], "id", "row 1"),
+])
+def test_duplicate_ids_are_refused_or_counted(tmp_path: Path, source: str, file: str, make,
+                                              ids: list, field: str, where: str) -> None:
+    # a repeated id would collide in the generation store and in scoring: never two pairs
+    path = tmp_path / file
+    rows = [make(i) for i in ids]
+    path.write_text("\n".join(map(json.dumps, rows)) if file.endswith(".jsonl")
+                    else json.dumps(rows))
+    with pytest.raises(DataError) as err:
+        data.load(source, str(path))
+    msg = str(err.value)
+    assert err.value.kind == "duplicate" and err.value.field == field
+    assert f"{path}, {where}, field '{field}': duplicate id" in msg and str(ids[0]) in msg
+    res = data.load(source, str(path), on_error="skip")
+    assert res.skipped == {"duplicate id": 1}
+    per_row = 9 if source == "rm-bench" else 1
+    assert len({p.id for p in res.pairs}) == len(res.pairs) == (res.n_rows - 1) * per_row

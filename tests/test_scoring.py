@@ -186,9 +186,24 @@ def test_rmbench_incomplete_prompt_and_failure_credit():
     pooled = _score(rows[:-1], "rm-bench", require_complete=False)
     assert pooled["domains"]["chat"]["easy"]["score"] == 1.0
     assert pooled["domains"]["chat"]["normal"]["score"] == 1.0  # (2,2) missing: mean of 2
-    full = _score(rows, "rm-bench", failure_credit=0.5)
-    assert full["domains"]["chat"]["hard"]["score"] == pytest.approx(0.5 / 3)
+    full = _score(rows, "rm-bench")
+    assert full["domains"]["chat"]["hard"]["score"] == 0.0  # (0,1) wrong, (0,2) failed, (1,2)
     assert full["n_parse_failures"] == 1
+
+
+def test_rmbench_official_score_credits_no_failure():
+    # benchmarks.md: a cell is 1 only when the chosen strictly wins; --failure-credit must not
+    # move RM-Bench (it still does on the other rules), and the output says it was not applied
+    rows = _matrix_rows("chat/1", [[1, 1, None], [1, 1, 1], [1, 1, 1]])
+    res = score_predictions(pd.DataFrame(rows), "rm-bench", failure_credit=0.5, n_boot=20)
+    m = res["methods"]["m"]
+    assert m["domains"]["chat"]["hard"]["score"] == pytest.approx(2 / 3)
+    assert res["failure_credit"] == 0.0 and m["failure_credit"] == 0.0
+    assert "0.5 is not applied" in res["failure_credit_note"]
+    assert "0.5 is not applied" in m["failure_credit_note"]
+    other = score_predictions(pd.DataFrame(rows), "ppe", failure_credit=0.5, n_boot=20)
+    assert other["failure_credit"] == 0.5 and "failure_credit_note" not in other
+    assert other["methods"]["m"]["score"] == pytest.approx(8.5 / 9)
 
 
 def test_rmbench_both_orders_average_a_cell():
@@ -509,8 +524,40 @@ def test_attach_pairs_flips_swapped_labels_and_checks_them():
 
     with pytest.raises(DataError, match="row 1.*label"):
         attach_pairs(validate_predictions(bad), pairs)
-    with pytest.raises(DataError, match="no pair with id 'z'"):
+    with pytest.raises(DataError, match="1 of 1 ids are not in the benchmark data: 'z'"):
         score_predictions(pd.DataFrame([{"id": "z", "verdict": 1}]), "demo", pairs=pairs)
+
+
+def _labelled_file(tmp_path, ids):
+    p = tmp_path / "preds.jsonl"
+    rows = [{"id": i, "order": "given", "verdict": 1, "label": 1} for i in ids]
+    p.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    return p
+
+
+def test_score_file_with_data_refuses_unknown_ids(tmp_path):
+    # labelled predictions used to skip the data even with --path: made-up ids scored 1.0
+    data_file = tmp_path / "judgebench.jsonl"
+    row = {"source": "mmlu-pro-math", "question": "Q?", "response_A": "A", "response_B": "B"}
+    data_file.write_text(
+        "".join(json.dumps({**row, "pair_id": f"p{k}", "label": "A>B"}) + "\n" for k in range(2))
+    )
+    p = _labelled_file(tmp_path, ["p0", "p1"] + [f"made-up-{k}" for k in range(5)])
+    with pytest.raises(DataError) as e:
+        score_file(p, "judgebench", data_path=str(data_file), n_boot=10)
+    msg = str(e.value)
+    assert msg.startswith(f"{p}, line 3, field 'id': 5 of 7 ids are not in the benchmark data")
+    assert "'made-up-0', 'made-up-1', 'made-up-2', ..." in msg and "made-up-3" not in msg
+    p = _labelled_file(tmp_path, ["p0", "p1"])
+    res = score_file(p, "judgebench", data_path=str(data_file), n_boot=10)
+    assert res["ids_checked"] is True and "warning" not in res
+
+
+def test_score_file_without_data_says_ids_unchecked(tmp_path):
+    p = _labelled_file(tmp_path, ["a", "b"])
+    res = score_file(p, "ppe", n_boot=10)
+    assert res["ids_checked"] is False and "not an official score" in res["warning"]
+    assert res["methods"]["default"]["score"] == 1.0
 
 
 def test_nan_free_for_empty_parts():

@@ -35,7 +35,8 @@ def configuration_differences(cfg: RunConfig, main: pd.DataFrame | None = None) 
     if cfg.eval.failure_credit != 0:
         out.append(
             f"Parse failures are credited {cfg.eval.failure_credit:g} here (the paper does not "
-            "say how it scores them)."
+            "say how it scores them), except on RM-Bench, whose official rule credits them "
+            "nothing."
         )
     return out
 

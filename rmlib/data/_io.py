@@ -11,6 +11,9 @@ Every loader turns upstream rows into `Pair`s through the same three steps:
    by a documented rule (e.g. a tie).
 3. `collect(...)` runs `make` over the rows: with on_error="raise" the first bad row raises; with
    "skip" bad rows are counted in `LoadResult.skipped` by reason. Nothing is dropped silently.
+   A row repeating an earlier row's pair id is a bad row; a load with no records at all raises.
+
+A JSON-lines file is decoded line by line: a broken or non-UTF-8 line is one located bad row.
 """
 
 from __future__ import annotations
@@ -19,6 +22,7 @@ import gzip
 import json
 import random
 import re
+import zlib
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -42,6 +46,8 @@ _SKIP_KEYS: dict[str, str] = {
     "prefix": "no shared prefix",
     "messages": "bad messages in field '{field}'",
     "value": "bad value in field '{field}'",
+    "duplicate": "duplicate id",
+    "encoding": "not UTF-8",
 }
 
 
@@ -96,6 +102,21 @@ class Row:
 
     def opt(self, field: str, default: Any = None) -> Any:
         return self.data.get(field, default) if isinstance(self.data, dict) else default
+
+    def ident(self, field: str) -> str:
+        """A required id: a non-empty string or an integer (a list or a float is no id)."""
+        v = self.get(field)
+        if isinstance(v, int) and not isinstance(v, bool):
+            return str(v)
+        if not isinstance(v, str):
+            raise self.fail(field, f"expected a string or integer id, got {type(v).__name__}",
+                            "type")
+        return self.text(field, v, kind="value")
+
+    def opt_text(self, field: str, default: str) -> str:
+        """An optional string (e.g. a subset name): `default` when absent, else a string."""
+        v = self.opt(field)
+        return default if v is None or v == "" else self.text(field, v, kind="value")
 
     def text(
         self, field: str, value: Any = _MISSING, *, kind: str = "empty", allow_empty: bool = False
@@ -180,22 +201,50 @@ def collect(
     rows: Iterable[Row],
     make: Callable[[Row], Iterable[Pair]],
     on_error: OnError,
+    id_field: str | Sequence[str] = "id",
 ) -> LoadResult:
-    """Build pairs row by row into `result`, counting every row that gives none."""
+    """Build pairs row by row into `result`, counting every row that gives none.
+
+    A row whose pair id an earlier row already gave is bad input (ids key the store, the
+    orders' twins and scoring): `id_field` is the upstream field errors name (several: the first
+    the row has)."""
     check_on_error(on_error)
+    first_at: dict[str, tuple[str, str]] = {}  # pair id -> (file, line or row) that gave it
     for row in rows:
         result.n_rows += 1
         try:
             if row.error is not None:
                 raise row.error
-            result.pairs.extend(make(row))
+            pairs = list(make(row))
+            _check_new_ids(row, pairs, first_at, id_field)
+            result.pairs.extend(pairs)
         except Drop as d:
             result.dropped[d.reason] += 1
         except DataError as e:
             if on_error == "raise":
                 raise
             result.skipped[skip_reason(e)] += 1
+    if result.n_rows == 0:  # an empty file is no benchmark: never a silent zero
+        raise DataError(result.path, None, None, "no records (empty file)", "empty_file")
     return result
+
+
+def _check_new_ids(
+    row: Row,
+    pairs: Sequence[Pair],
+    first_at: dict[str, tuple[str, str]],
+    id_field: str | Sequence[str],
+) -> None:
+    """Refuse a row that repeats a pair id; else remember where its ids came from."""
+    for p in pairs:
+        if p.id in first_at:
+            file, where = first_at[p.id]
+            fields = (id_field,) if isinstance(id_field, str) else tuple(id_field)
+            field = next((f for f in fields if row.opt(f) is not None), fields[0])
+            first = where if file == row.file else f"{file}, {where}"
+            raise row.fail(field, f"duplicate id {p.id!r} (first at {first})", "duplicate")
+    where = f"line {row.index + 1}" if row.line else f"row {row.index}"
+    first_at.update((p.id, (row.file, where)) for p in pairs)
 
 
 # ---------------------------------------------------------------- files
@@ -233,11 +282,25 @@ def read_file(path: Path, *, start: int = 0) -> Iterator[Row]:
         yield Row(file, i, rec, start + i)
 
 
-def _open_text(path: Path):
-    # utf-8-sig: a leading byte-order mark (Windows exports) is dropped, not read as data;
-    # universal newlines: CRLF line ends read as LF
-    return gzip.open(path, "rt", encoding="utf-8-sig") if path.name.endswith(".gz") else open(
-        path, encoding="utf-8-sig")
+def _read_bytes(path: Path) -> bytes:
+    try:
+        if path.name.endswith(".gz"):
+            with gzip.open(path, "rb") as f:
+                return f.read()
+        return path.read_bytes()
+    except (OSError, EOFError, zlib.error) as e:  # a cut or corrupt .gz: zlib's own error
+        raise DataError(str(path), None, None, f"unreadable file ({e})", "read") from None
+
+
+def _decode(raw: bytes, file: str, index: int | None = None) -> str:
+    """UTF-8 text (a leading byte-order mark of Windows exports dropped); bad bytes raise a
+    DataError naming the line (`index`: the line's 0-based index, else counted in `raw`)."""
+    try:
+        return raw.decode("utf-8-sig")
+    except UnicodeDecodeError as e:
+        row = index if index is not None else raw[: e.start].count(b"\n")
+        raise DataError(file, row, None, f"not UTF-8 text (byte 0x{raw[e.start]:02x})",
+                        "encoding", line=True) from None
 
 
 def _read_parquet(path: Path) -> list[Any]:
@@ -251,11 +314,7 @@ def _read_parquet(path: Path) -> list[Any]:
 
 def _read_json(path: Path) -> list[Any] | None:
     """A JSON array's records; None when the file is JSON lines after all."""
-    try:
-        with _open_text(path) as f:
-            text = f.read()
-    except (OSError, UnicodeDecodeError) as e:
-        raise DataError(str(path), None, None, f"unreadable file ({e})", "read") from None
+    text = _decode(_read_bytes(path), str(path))
     try:
         data = json.loads(text)
     except json.JSONDecodeError as e:
@@ -273,17 +332,17 @@ def jsonl_rows(path: Path, start: int = 0) -> Iterator[Row]:
     """The records of a JSON-lines file as `Row`s (BOM, CRLF and gzip handled; a broken line is a
     Row carrying its located error): the project's one JSON-lines reader."""
     file = str(path)
-    try:
-        with _open_text(path) as f:
-            lines = f.readlines()
-    except (OSError, UnicodeDecodeError, EOFError) as e:
-        raise DataError(file, None, None, f"unreadable file ({e})", "read") from None
+    raw = _read_bytes(path).removeprefix(b"\xef\xbb\xbf")
     n = 0
-    for i, line in enumerate(lines):
+    # bytes.splitlines: LF, CRLF and CR ends, as universal newlines; each line decoded alone so a
+    # bad byte is one located bad row (counted under on_error="skip"), not a lost file
+    for i, line in enumerate(raw.splitlines()):
         if not line.strip():
             continue
         try:
-            record = json.loads(line)
+            record = json.loads(_decode(line, file, i))
+        except DataError as err:
+            yield Row(file, i, None, start + n, error=err, line=True)
         except json.JSONDecodeError as e:
             err = DataError(file, i, None, f"broken JSON line ({e.msg})", "json", line=True)
             yield Row(file, i, None, start + n, error=err, line=True)

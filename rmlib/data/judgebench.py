@@ -51,7 +51,7 @@ def load_judgebench(
     split = split or DEFAULT_SPLIT
     where, rows = rows_for(path, hub_id=HUB_ID, split=split, config=config)
     return collect(LoadResult(SOURCE, where, split, []), rows, lambda row: [_pair(row)],
-                   on_error)
+                   on_error, id_field="pair_id")
 
 
 def _pair(row: Row) -> Pair:
@@ -61,6 +61,6 @@ def _pair(row: Row) -> Pair:
         raise row.fail("source", f"unknown JudgeBench source {source!r}", "value")
     meta = {"source": source, "category": category, "original_id": row.opt("original_id"),
             "response_model": row.opt("response_model")}
-    return Pair(str(row.get("pair_id")), SOURCE, category,
+    return Pair(row.ident("pair_id"), SOURCE, category,
                 user(row.text("question", kind="empty_prompt")), row.text("response_A"),
                 row.text("response_B"), row.label("label", LABELS), meta)

@@ -42,7 +42,8 @@ def load_ppe(
     where, rows = rows_for(path, hub_id=HUB_ID, split=split, config=config)
     seen: Counter[str] = Counter()
     result = LoadResult(SOURCE, where, split, [])
-    return collect(result, rows, lambda row: [_pair(row, drop_ties, seen)], on_error)
+    return collect(result, rows, lambda row: [_pair(row, drop_ties, seen)], on_error,
+                   id_field="question_id")
 
 
 def _context(row: Row) -> tuple[dict[str, str], ...]:
@@ -60,10 +61,10 @@ def _pair(row: Row, drop_ties: bool, seen: Counter[str]) -> Pair:
     if is_tie and drop_ties:
         raise Drop("tie")
     label = row.label("winner", LABELS)
-    qid = str(row.get("question_id"))
+    qid = row.ident("question_id")
     seen[qid] += 1
     pid = qid if seen[qid] == 1 else f"{qid}#{seen[qid]}"
-    language = row.opt("language") or "unknown"
+    language = row.opt_text("language", "unknown")
     meta = {"model_a": row.opt("model_a"), "model_b": row.opt("model_b"), "winner": winner,
             "language": language}
-    return Pair(pid, SOURCE, str(language), context, r1, r2, label, meta)
+    return Pair(pid, SOURCE, language, context, r1, r2, label, meta)

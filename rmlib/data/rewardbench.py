@@ -80,7 +80,7 @@ def load_rewardbench(
 def _pair(row: Row, seed: int) -> Pair:
     subset = row.text("subset", kind="value")
     upstream = row.get("id")
-    pid = f"{subset}/{upstream}"
+    pid = f"{subset}/{row.ident('id')}"
     query = row.text("prompt", kind="empty_prompt")
     r1, r2, label = place(pid, seed, row.text("chosen"), row.text("rejected"))
     meta = {

@@ -72,7 +72,7 @@ def load_rmb(
     rows, hints = _rows(str(path), sets, config)
     result = LoadResult(SOURCE, str(path), split, [])
     return collect(result, rows, lambda row: _pairs(row, sets, hints.get(row.file), seed),
-                   on_error)
+                   on_error, id_field=("pair_uid", "bon_uid", "uid"))
 
 
 # ---------------------------------------------------------------- finding the rows
@@ -123,9 +123,9 @@ def _pairs(row: Row, sets: tuple[str, ...], hint: str | None, seed: int) -> list
     context = row.context("conversation_input", row.messages("conversation_input"))
     if kind == "pairwise":
         best, losers = _answer(row, "chosen"), [_answer(row, "reject")]
-        uid = str(row.get("pair_uid"))
+        uid = row.ident("pair_uid")
     else:
-        best, losers, uid = _answer(row, "bon_best"), _losers(row), str(row.get("bon_uid"))
+        best, losers, uid = _answer(row, "bon_best"), _losers(row), row.ident("bon_uid")
     base = _base_meta(row, kind, row.opt("category_path"), row.opt("conversation_input"))
     return _build(uid, kind, context, best, losers, base, seed)
 
@@ -199,4 +199,4 @@ def _mirror(row: Row, sets: tuple[str, ...], hint: str | None, seed: int) -> lis
     answers = [_answer(row, f"responses[{k}]", v) for k, v in enumerate(responses)]
     losers = [a for k, a in enumerate(answers) if k != best_at]
     base = _base_meta(row, kind, row.opt("category_path"), conv)
-    return _build(str(row.get("uid")), kind, context, answers[best_at], losers, base, seed)
+    return _build(row.ident("uid"), kind, context, answers[best_at], losers, base, seed)

@@ -61,7 +61,7 @@ def _responses(row: Row, field: str) -> list[str]:
 
 
 def _pairs(row: Row, seed: int) -> list[Pair]:
-    prompt_id = str(row.get("id"))
+    prompt_id = row.ident("id")
     domain = row.text("domain", kind="value")
     context = user(row.text("prompt", kind="empty_prompt"))
     chosen, rejected = _responses(row, "chosen"), _responses(row, "rejected")

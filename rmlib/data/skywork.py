@@ -46,5 +46,5 @@ def _pair(row: Row, seed: int) -> Pair:
     pid = str(row.ordinal)
     r1, r2, label = place(pid, seed, row.text("chosen", chosen[-1]["content"]),
                           row.text("rejected", rejected[-1]["content"]))
-    source = str(row.opt("source") or "unknown")
+    source = row.opt_text("source", "unknown")
     return Pair(pid, SOURCE, source, context, r1, r2, label, {"source": source})

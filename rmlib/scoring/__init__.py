@@ -21,7 +21,9 @@ Scoring rules (docs/benchmarks.md, exact):
   the sum is positive; per category (knowledge, reasoning, math, coding) and overall.
 
 Parse failures get `failure_credit` (default 0; upstream RewardBench uses 0.5) and are counted
-beside every score. A benchmark part that is absent (RM-Bench math in the local copy) is never
+beside every score; RM-Bench's official rule credits them nothing whatever the credit
+(`score.NO_FAILURE_CREDIT`; the result carries a `failure_credit_note`).
+A benchmark part that is absent (RM-Bench math in the local copy) is never
 averaged away silently: the result says `partial: true` and lists what is missing.
 
 Single-order scores use the order named by `order` ('given' by default; 'both' averages the two

@@ -29,7 +29,7 @@ def load_predictions(path: str | Path) -> pd.DataFrame:
     path = Path(path)
     suffix = "".join(path.suffixes[-2:]) if path.suffix == ".gz" else path.suffix
     if suffix == ".parquet":
-        return validate_predictions(pd.read_parquet(path), str(path))
+        return validate_predictions(_read_parquet(path), str(path))
     if suffix not in (".jsonl", ".json", ".jsonl.gz"):
         raise DataError(str(path), None, None, "predictions must be .jsonl or .parquet", "format")
     df = _read_jsonl(path)
@@ -37,6 +37,13 @@ def load_predictions(path: str | Path) -> pd.DataFrame:
         return validate_predictions(df, str(path))
     except DataError as e:  # rows of a JSON-lines file are named by their 1-based line
         raise DataError(e.file, e.row, e.field, e.reason, e.kind, line=True) from None
+
+
+def _read_parquet(path: Path) -> pd.DataFrame:
+    try:
+        return pd.read_parquet(path)
+    except Exception as e:  # pyarrow raises several unrelated types for a bad file
+        raise DataError(str(path), None, None, f"unreadable parquet file ({e})", "read") from None
 
 
 def _read_jsonl(path: Path) -> pd.DataFrame:
@@ -50,7 +57,9 @@ def _read_jsonl(path: Path) -> pd.DataFrame:
             raise row.fail(None, "each line must be a JSON object", "json")
         records.append(row.data)
         lines.append(row.index)
-    return pd.DataFrame(records).assign(_row=lines) if records else pd.DataFrame(records)
+    if not records:
+        raise DataError(str(path), None, None, "no predictions (empty file)", "empty_file")
+    return pd.DataFrame(records).assign(_row=lines)
 
 
 def validate_predictions(df: pd.DataFrame, file: str = PREDICTIONS) -> pd.DataFrame:
@@ -107,8 +116,10 @@ def _missing(v: Any) -> bool:
 def _check_id(v: Any, file: str, r: int) -> str:
     if _missing(v) or (isinstance(v, str) and not v.strip()):
         raise DataError(file, r, "id", "id is missing", "missing")
-    if isinstance(v, float) and v.is_integer():
-        v = int(v)
+    if isinstance(v, float | np.floating) and v.is_integer():
+        v = int(v)  # a column of integer ids with a gap reads back as floats
+    if isinstance(v, bool | np.bool_) or not isinstance(v, str | int | np.integer):
+        raise DataError(file, r, "id", f"id must be a string or an integer, got {v!r}", "value")
     return str(v)
 
 
@@ -145,20 +156,18 @@ def attach_pairs(
 ) -> pd.DataFrame:
     """Fill `label` and `subset` (and a `meta` column) from the benchmark's pairs.
 
-    A row matches the pair with its id and order, or the other order's pair (label flipped). A
-    row with no pair, or whose own label disagrees with the data (e.g. placed with another seed),
-    raises DataError.
+    A row matches the pair with its id and order, or the other order's pair (label flipped).
+    Ids with no pair raise one DataError (how many, the first few); a row whose own label
+    disagrees with the data (e.g. placed with another seed) raises DataError.
     """
     by_key: dict[tuple[str, str], Pair] = {(p.id, p.order): p for p in pairs}
     out = pred.copy()
     rows = out["_row"] if "_row" in out else range(len(out))
+    _check_known_ids(by_key, out, rows, file)
     labels, subsets, metas = [], [], []
     for r, pid, order, lab in zip(rows, out["id"], out["order"], out["label"], strict=True):
         label, pair = _pair_label(by_key, pid, order)
-        if pair is None:
-            raise DataError(
-                file, int(r), "id", f"no pair with id {pid!r} in the benchmark data", "unknown_id"
-            )
+        assert pair is not None  # _check_known_ids
         if not _missing(lab) and int(lab) != label:
             raise DataError(
                 file,
@@ -176,6 +185,31 @@ def attach_pairs(
         out["subset"] = subsets
     out["meta"] = metas
     return out
+
+
+SHOWN_IDS = 3  # unknown ids a message lists
+
+
+def _check_known_ids(
+    by_key: dict[tuple[str, str], Pair], pred: pd.DataFrame, rows: Iterable[Any], file: str
+) -> None:
+    """All ids unknown to the benchmark data in one line: a score over made-up ids is no score."""
+    known = {pid for pid, _ in by_key}
+    unknown = [(int(r), pid) for r, pid in zip(rows, pred["id"], strict=True) if pid not in known]
+    if not unknown:
+        return
+    ids = list(dict.fromkeys(pid for _, pid in unknown))
+    shown = ", ".join(repr(pid) for pid in ids[:SHOWN_IDS])
+    if len(ids) > SHOWN_IDS:
+        shown += ", ..."
+    n_ids = pred["id"].nunique()
+    raise DataError(
+        file,
+        unknown[0][0],
+        "id",
+        f"{len(ids)} of {n_ids} ids are not in the benchmark data: {shown}",
+        "unknown_id",
+    )
 
 
 def _pair_label(

@@ -47,6 +47,27 @@ RULES: dict[str, Callable[..., Aggregate]] = {
 }
 
 
+# Rules whose official score credits a parse failure nothing, whatever `failure_credit` says:
+# RM-Bench's cell is 1 only when the chosen response strictly wins (docs/benchmarks.md; upstream
+# code compared).
+NO_FAILURE_CREDIT: frozenset[str] = frozenset({"rmbench"})
+
+
+def official_credit(rule: str, failure_credit: float) -> float:
+    """The credit a parse failure gets under `rule`'s official score."""
+    return 0.0 if rule in NO_FAILURE_CREDIT else failure_credit
+
+
+def credit_note(rule: str, failure_credit: float) -> dict[str, Any]:
+    """What the output says when the official rule overrides the requested credit."""
+    if official_credit(rule, failure_credit) == failure_credit:
+        return {}
+    return {
+        "failure_credit_note": f"the official {rule} rule credits a parse failure nothing; "
+        f"the requested credit {failure_credit:g} is not applied"
+    }
+
+
 def scoring_of(benchmark: str) -> str:
     """The scoring rule a benchmark name selects (its `rmlib.data` registry entry: source names
     and aliases, e.g. 'reward-bench', 'rmbench'); any other name gets plain accuracy."""
@@ -83,8 +104,13 @@ def score_predictions(
     except DataError as e:
         if file is None or e.file != PREDICTIONS:
             raise
-        line = str(file).endswith((".jsonl", ".jsonl.gz", ".json"))  # rows there are lines
-        raise DataError(file, e.row, e.field, e.reason, e.kind, line=line) from None
+        raise _in_file(e, file) from None
+
+
+def _in_file(err: DataError, file: str) -> DataError:
+    """A predictions-table error located in the predictions file (JSON lines: its line)."""
+    line = str(file).endswith((".jsonl", ".jsonl.gz", ".json"))  # rows there are lines
+    return DataError(file, err.row, err.field, err.reason, err.kind, line=line)
 
 
 def _score_all(
@@ -113,7 +139,8 @@ def _score_all(
     return {
         "benchmark": benchmark,
         "scoring": rule,
-        "failure_credit": failure_credit,
+        "failure_credit": official_credit(rule, failure_credit),
+        **credit_note(rule, failure_credit),
         "order": "both (sign rule)" if rule == "judgebench" else order,
         "bootstrap": {"n_boot": n_boot, "seed": seed, "alpha": alpha},
         "methods": methods,
@@ -170,9 +197,11 @@ def aggregate(
         agg.details["failure_credit"] = "n/a (sign rule: a failure votes 0)"
         return agg
     rows = select_order(df, order)
-    rows = rows.assign(value=credited(rows, failure_credit))
+    credit = official_credit(rule, failure_credit)
+    rows = rows.assign(value=credited(rows, credit))
     agg = RULES[rule](rows, **opts)
-    agg.details.update(failure_counts(rows), failure_credit=failure_credit, order=order)
+    agg.details.update(failure_counts(rows), failure_credit=credit, order=order)
+    agg.details.update(credit_note(rule, failure_credit))
     return agg
 
 
@@ -183,19 +212,30 @@ def score_file(
     load_options: dict[str, Any] | None = None,
     **opts: Any,
 ) -> dict[str, Any]:
-    """`rmlib score`: score a predictions file. When rows lack labels (or the scoring needs
-    subsets/meta the file lacks), the benchmark's pairs are loaded with
-    `rmlib.data.load(benchmark, data_path, **load_options)`; placement seeds etc. go in
-    `load_options` and must match the run that made the predictions (a label mismatch raises)."""
+    """`rmlib score`: score a predictions file. The benchmark's pairs are loaded with
+    `rmlib.data.load(benchmark, data_path, **load_options)` when `data_path` is given (every id
+    is then checked against them) or when rows lack labels (or the subsets/meta the scoring
+    needs); placement seeds etc. go in `load_options` and must match the run that made the
+    predictions (a label mismatch raises). Unchecked ids are said in the result (`ids_checked`,
+    `warning`): such a score is not an official one."""
     df = load_predictions(path)
     pairs = None
-    if _needs_pairs(df, scoring_of(benchmark)):
+    if data_path is not None or _needs_pairs(df, scoring_of(benchmark)):
         from rmlib import data
 
         pairs = data.load(benchmark, data_path, **(load_options or {})).pairs
-        df = attach_pairs(df, pairs, str(path))
+        try:
+            df = attach_pairs(df, pairs)
+        except DataError as e:
+            raise _in_file(e, str(path)) from None
     result = score_predictions(df, benchmark, file=str(path), **opts)
-    return {"file": str(path), **result}
+    checked = {"ids_checked": pairs is not None}
+    if pairs is None:
+        checked["warning"] = (
+            "ids and labels were not checked against the benchmark data (pass --path): "
+            "not an official score"
+        )
+    return {"file": str(path), **checked, **result}
 
 
 def _needs_pairs(df: pd.DataFrame, rule: str) -> bool:
