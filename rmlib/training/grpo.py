@@ -30,7 +30,10 @@ Several GPUs (data parallel, one full copy of the 4-bit model per GPU; untested 
         --mix outputs/<run>/mix --output outputs/<run>/adapters/unified \\
         --backbone Qwen/Qwen3-4B --set gradient_accumulation_steps=4
 
-Each process loads the backbone onto its own GPU (device_map by local rank); keep
+In a run, notebook 03 starts each model's training as `python -m rmlib.training.grpo --spec
+<training dir>/launch.json` in a process of its own (rmlib.training.launch), so a colocated
+engine's memory is released before the next model's starts. Each process loads the backbone
+onto its own GPU (device_map by local rank); keep
 per_device_train_batch_size × processes × accumulation a multiple of the group size, and divide
 the accumulation by the number of processes to keep the same effective batch.
 
@@ -42,6 +45,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, fields
 from pathlib import Path
@@ -122,6 +126,7 @@ def train_grpo(
             "global_step": trainer.state.global_step,
             "n_items": len(dataset),
             "completed": True,
+            "pid": os.getpid(),  # which process trained (rmlib.training.launch: one per model)
         }
         (out / SETTINGS_JSON).write_text(json.dumps(meta, indent=2, default=str))
         write_model_card(out, meta)
@@ -166,14 +171,22 @@ def main(argv: Sequence[str] | None = None) -> int:
     from rmlib.training.mix import load_mix
 
     parser = argparse.ArgumentParser(prog="rmlib.training.grpo", description=__doc__.split("\n")[0])
-    parser.add_argument("--mix", required=True, help="a training mix folder (TrainMix.save)")
-    parser.add_argument("--output", required=True, help="run folder for checkpoints and adapter")
-    parser.add_argument("--backbone", required=True, help="hub id, local dir or embedded:… name")
+    parser.add_argument(
+        "--spec", help="a job file of rmlib.training.launch (replaces every other option)"
+    )
+    parser.add_argument("--mix", help="a training mix folder (TrainMix.save)")
+    parser.add_argument("--output", help="run folder for checkpoints and adapter")
+    parser.add_argument("--backbone", help="hub id, local dir or embedded:… name")
     parser.add_argument("--precision", default="nf4", choices=["nf4", "bf16", "fp32"])
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE")
     parser.add_argument("--no-resume", action="store_true", help="ignore existing checkpoints")
     args = parser.parse_args(argv)
+    if args.spec:
+        return _run_spec(args.spec)
+    missing = [f"--{k}" for k in ("mix", "output", "backbone") if getattr(args, k) is None]
+    if missing:
+        parser.error(f"{', '.join(missing)} required (or --spec)")
     dataset, provenance = load_mix(args.mix)
     cfg = GRPOSettings(**_parse_set(args.set))
     out = train_grpo(
@@ -189,6 +202,27 @@ def main(argv: Sequence[str] | None = None) -> int:
         enable_thinking=bool(provenance.get("enable_thinking", False)),
     )
     print(f"adapter saved in {out}")
+    return 0
+
+
+def _run_spec(path: str) -> int:
+    """A job written by rmlib.training.launch, in this (child) process."""
+    from rmlib.training.launch import TrainJob
+    from rmlib.training.mix import load_mix
+
+    job = TrainJob.load(path)
+    dataset, provenance = load_mix(job.mix)
+    train_grpo(
+        dataset,
+        job.grpo_settings(),
+        job.output,
+        backbone=job.backbone,
+        precision=job.precision,
+        trust_remote_code=job.trust_remote_code,
+        seed=job.seed,
+        provenance=provenance,
+        enable_thinking=job.enable_thinking,
+    )
     return 0
 
 
