@@ -252,11 +252,12 @@ class GenerationSection:
         "own name (the name given to --lora-modules / --lora-paths).",
         {},
     )
-    api_key_env: str = doc(
+    api_key_env: str | None = doc(
         "backend 'http': the environment variable holding the servers' API key (sent as a "
-        "Bearer token; a server started with --api-key needs it). The key itself is never a "
-        "parameter: params are written into every run folder.",
-        "OPENAI_API_KEY",
+        "Bearer token; a server started with --api-key needs it), e.g. OPENAI_API_KEY; unset or "
+        "empty there, the run is refused. None: no key is sent (no other variable is read). The "
+        "key itself is never a parameter: params are written into every run folder.",
+        None,
     )
     http_concurrency: int = doc(
         "backend 'http': requests in flight at once, over all endpoints. A server batches only "

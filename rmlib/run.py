@@ -151,6 +151,7 @@ def execute(
     cfg = load_config(params_file, overrides)
     check_device(cfg)
     check_trl_keys(cfg)
+    check_api_key(cfg)
     run = RunFolder(Path(cfg.run.output_root) / cfg.run.name)
     with holding(run.path):
         return run, _execute(cfg, run, force=force, progress=progress)
@@ -294,6 +295,15 @@ def check_trl_keys(cfg: RunConfig) -> None:
         check(cfg.grpo.trl)
     except ValueError as e:
         raise ConfigError(f"{cfg.source}: {e}") from None
+
+
+def check_api_key(cfg: RunConfig) -> None:
+    """Refuse, before any work, an HTTP run whose generation.api_key_env variable is unset
+    (`backends.api_key` is the rule)."""
+    from rmlib.backends import api_key
+
+    if cfg.generation.backend == "http":
+        api_key(cfg)
 
 
 def _start_log(run: RunFolder) -> None:
