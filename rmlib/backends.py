@@ -9,7 +9,7 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 
-from rmlib.config import RunConfig
+from rmlib.config import ConfigError, RunConfig
 from rmlib.run_folder import RunFolder
 from rmlib.run_models import MODELS, trained_models
 
@@ -181,6 +181,23 @@ def served_model(cfg: RunConfig, name: str) -> str:
     return str(cfg.generation.served_models.get(name, default))
 
 
+def api_key(cfg: RunConfig) -> str | None:
+    """The servers' API key: from the variable generation.api_key_env names and from nowhere
+    else (None when it names none: no key is sent). A named variable that is unset or empty is
+    refused, never made up for from another variable: that key may belong to another server."""
+    name = cfg.generation.api_key_env
+    if name is None:
+        return None
+    key = os.environ.get(name)
+    if not key:
+        raise ConfigError(
+            f"{cfg.source}: 'generation.api_key_env' names the environment variable {name!r}, "
+            f"which is unset or empty: export the servers' API key as {name}, or remove "
+            "generation.api_key_env to send none"
+        )
+    return key
+
+
 def _http_backend(cfg: RunConfig, ref: ModelRef):
     from rmlib.generation.http import HTTPBackend
     from rmlib.models import load_tokenizer
@@ -193,7 +210,7 @@ def _http_backend(cfg: RunConfig, ref: ModelRef):
         identity=f"http:{served}:{ref.identity}",
         concurrency=cfg.generation.http_concurrency,
         timeout=cfg.generation.http_timeout,
-        api_key=os.environ.get(cfg.generation.api_key_env) or None,
+        api_key=api_key(cfg),
         progress=cfg.generation.progress,
     )
     return gen, load_tokenizer(ref.path, trust_remote_code=cfg.model.trust_remote_code)

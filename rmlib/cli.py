@@ -17,7 +17,7 @@ from typing import Any
 from rmlib.config import ConfigError
 from rmlib.data._io import HubUnavailable
 from rmlib.data.pair import DataError
-from rmlib.run import NotebookFailed
+from rmlib.run import NotebookFailed, RunFolderBusy
 
 # argparse's convention: 2 for a command-line usage error, 1 for a data or runtime error
 EXIT_ERROR = 1
@@ -30,6 +30,7 @@ EXPECTED_ERRORS: tuple[type[BaseException], ...] = (
     ConfigError,
     OSError,
     NotebookFailed,
+    RunFolderBusy,
 )
 
 
@@ -249,9 +250,9 @@ def _run(args: argparse.Namespace) -> int:
         from rmlib.plan import format_plan, gpu_class
         from rmlib.plan import plan as plan_run
 
+        if args.name:  # validated as the params' run.name is
+            overrides["run.name"] = args.name
         cfg = load_config(args.params, overrides)
-        if args.name:
-            cfg.run.name = args.name
         if args.gpu is not None:
             try:
                 gpu_class(args.gpu)

@@ -23,10 +23,10 @@ import itertools
 import typing
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Annotated, Any, Literal
 
 import yaml
-from pydantic import ConfigDict, TypeAdapter, ValidationError
+from pydantic import AfterValidator, ConfigDict, TypeAdapter, ValidationError
 
 if TYPE_CHECKING:
     from rmlib.reflect.settings import ReflectConfig
@@ -76,15 +76,48 @@ Scheduler = Literal[
 ]
 
 
+def check_run_name(name: str) -> str:
+    """A run name is one plain folder name: the run folder is output_root/name, and a name with
+    a separator, '..' or an absolute path would put a run's files (executed notebooks, tables)
+    outside output_root, over the project's own files."""
+    # no separator: so no absolute name either
+    if name in ("", ".", "..") or any(c in name for c in "/\\\0"):
+        raise ValueError(
+            f"run name {name!r} is not one folder name: not '', '.' or '..', no '/', '\\' or "
+            "NUL, not absolute (run.output_root says where run folders go)"
+        )
+    return name
+
+
+def notebook_stems() -> list[str]:
+    """The workbook's notebooks: the stems of notebooks/*.ipynb in the project."""
+    from rmlib.run_folder import project_root  # run_folder imports this module
+
+    return sorted(p.stem for p in (project_root() / "notebooks").glob("*.ipynb"))
+
+
+def check_notebook(stem: str) -> str:
+    """Only the workbook's own notebooks run: a path would let a params file execute any code."""
+    allowed = notebook_stems()
+    if stem not in allowed:
+        raise ValueError(
+            f"{stem!r} is not one of the workbook's notebooks (stems of notebooks/*.ipynb): "
+            f"{', '.join(allowed)}"
+        )
+    return stem
+
+
 @dataclass
 class RunSection:
     __pydantic_config__ = PARAMS
 
-    name: str = doc("Run name: the folder under outputs/.", "run")
+    name: Annotated[str, AfterValidator(check_run_name)] = doc(
+        "Run name: the folder under output_root (one plain folder name).", "run"
+    )
     seed: int = doc("Master seed; every random choice of the run derives from it.", 0)
-    output_root: str = doc("Where run folders go.", "outputs")
-    notebooks: list[str] = doc(
-        "Notebooks to execute, in order (stems under notebooks/).",
+    output_root: str = doc("Where run folders go (any folder).", "outputs")
+    notebooks: list[Annotated[str, AfterValidator(check_notebook)]] = doc(
+        "Notebooks to execute, in order (stems of notebooks/*.ipynb, e.g. 01_data).",
         [
             "01_data",
             "02_rollouts",
@@ -219,11 +252,12 @@ class GenerationSection:
         "own name (the name given to --lora-modules / --lora-paths).",
         {},
     )
-    api_key_env: str = doc(
+    api_key_env: str | None = doc(
         "backend 'http': the environment variable holding the servers' API key (sent as a "
-        "Bearer token; a server started with --api-key needs it). The key itself is never a "
-        "parameter: params are written into every run folder.",
-        "OPENAI_API_KEY",
+        "Bearer token; a server started with --api-key needs it), e.g. OPENAI_API_KEY; unset or "
+        "empty there, the run is refused. None: no key is sent (no other variable is read). The "
+        "key itself is never a parameter: params are written into every run folder.",
+        None,
     )
     http_concurrency: int = doc(
         "backend 'http': requests in flight at once, over all endpoints. A server batches only "

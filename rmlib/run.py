@@ -9,6 +9,7 @@ the batch in flight.
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import hashlib
 import json
 import logging
@@ -49,6 +50,13 @@ LIBRARIES = [
 
 class NotebookFailed(RuntimeError):
     """A notebook raised; names the notebook, the cell and the executed copy to open."""
+
+
+class RunFolderBusy(RuntimeError):
+    """Another `rmlib run` holds the run folder; names its pid."""
+
+
+LOCK_FILE = ".lock"
 
 
 def params_hash(cfg: RunConfig) -> str:
@@ -135,16 +143,26 @@ def execute(
     force: bool = False,
     progress: bool = True,
 ) -> tuple[RunFolder, list[NotebookResult]]:
-    """Run a profile's notebooks in order into outputs/<name>/, resuming completed ones."""
+    """Run a profile's notebooks in order into outputs/<name>/, resuming completed ones.
+
+    The run folder is locked for the whole run: a second `rmlib run` on it is refused."""
+    if name:  # validated as the params' run.name is: one plain folder name
+        overrides = {**(overrides or {}), "run.name": name}
+    cfg = load_config(params_file, overrides)
+    check_device(cfg)
+    check_trl_keys(cfg)
+    check_api_key(cfg)
+    run = RunFolder(Path(cfg.run.output_root) / cfg.run.name)
+    with holding(run.path):
+        return run, _execute(cfg, run, force=force, progress=progress)
+
+
+def _execute(
+    cfg: RunConfig, run: RunFolder, *, force: bool, progress: bool
+) -> list[NotebookResult]:
     import papermill as pm
     from papermill.exceptions import PapermillExecutionError
 
-    cfg = load_config(params_file, overrides)
-    if name:
-        cfg.run.name = name
-    check_device(cfg)
-    check_trl_keys(cfg)
-    run = RunFolder(Path(cfg.run.output_root) / cfg.run.name)
     _start_log(run)
     run.write_params(cfg)
     (run.path / "manifest.json").write_text(json.dumps(manifest(cfg), indent=2, default=str))
@@ -155,7 +173,7 @@ def execute(
     for nb in cfg.run.notebooks:
         src = project_root() / "notebooks" / f"{nb}.ipynb"
         if not src.exists():
-            raise NotebookFailed(f"notebook {src} does not exist (run.notebooks in {params_file})")
+            raise NotebookFailed(f"notebook {src} does not exist (run.notebooks in {cfg.source})")
         stamp = {"params_hash": phash, "notebook_hash": _file_hash(src), "library_hash": library}
         done = state.get(nb, {})
         stale = [k.removesuffix("_hash") for k, v in stamp.items() if done.get(k) != v]
@@ -194,7 +212,33 @@ def execute(
         _write_state(run, state)
         log.info("done %s in %.1f s", nb, seconds)
         results.append(NotebookResult(nb, "ran", seconds))
-    return run, results
+    return results
+
+
+@contextlib.contextmanager
+def holding(folder: Path) -> Iterator[None]:
+    """Hold the run folder's lock (an flock on `<folder>/.lock`, holding the pid) until the block
+    ends; a folder another process holds raises RunFolderBusy naming its pid.
+
+    Two runs on one folder would run the same notebooks at once over the same tables, store and
+    adapters. The OS drops an flock when its process dies, so a killed run never blocks the next.
+    """
+    path = folder / LOCK_FILE
+    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)  # no O_TRUNC: the holder's pid stays
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            holder = os.pread(fd, 64, 0).decode(errors="replace").strip() or "unknown"
+            raise RunFolderBusy(
+                f"run folder {folder} is in use by another rmlib run (pid {holder}; lock {path}): "
+                "wait for it to end, or stop it"
+            ) from None
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
+        yield
+    finally:
+        os.close(fd)  # releases the lock
 
 
 @contextlib.contextmanager
@@ -253,6 +297,15 @@ def check_trl_keys(cfg: RunConfig) -> None:
         raise ConfigError(f"{cfg.source}: {e}") from None
 
 
+def check_api_key(cfg: RunConfig) -> None:
+    """Refuse, before any work, an HTTP run whose generation.api_key_env variable is unset
+    (`backends.api_key` is the rule)."""
+    from rmlib.backends import api_key
+
+    if cfg.generation.backend == "http":
+        api_key(cfg)
+
+
 def _start_log(run: RunFolder) -> None:
     handler = logging.FileHandler(run.path / "run.log")
     handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(message)s"))
@@ -293,7 +346,9 @@ def _file_hash(path: Path) -> str:
 
 def point_name(base: str, point: dict[str, Any]) -> str:
     parts = [f"{k.split('.')[-1]}={v}" for k, v in point.items()]
-    return "-".join([base, *parts]).replace("/", "_").replace(" ", "")
+    # a point's values become part of one folder name (config.check_run_name)
+    name = "-".join([base, *parts])
+    return name.replace("/", "_").replace("\\", "_").replace("\0", "").replace(" ", "")
 
 
 def sweep(params_file: str | Path, *, progress: bool = True) -> Path:

@@ -1,5 +1,6 @@
 """The run config: strict keys, documented fields, every profile valid, sweeps expand."""
 
+import re
 import typing
 from pathlib import Path
 
@@ -94,14 +95,34 @@ BAD_PARAMS = [
         {"sweep": {"inference.n_samples": 4}},
         r"'sweep.inference.n_samples' must be a non-empty list",
     ),
+    # a run name is one folder name under run.output_root: never the project root or elsewhere
+    *[
+        ({"run": {"name": name}}, rf"'run.name': run name {re.escape(repr(name))} is not one")
+        for name in ["", ".", "..", "../x", "/tmp/x", "a/b", "a\\b", "a\0b"]
+    ],
+    # only the workbook's notebooks run: a params file cannot execute a notebook from anywhere
+    *[
+        (
+            {"run": {"notebooks": ["01_data", stem]}},
+            r"'run.notebooks\[1\]': .* is not one of the workbook's notebooks "
+            r"\(stems of notebooks/\*.ipynb\): 01_data, 02_rollouts, .*07_position_bias",
+        )
+        for stem in ["../x", "/tmp/evil", "notebooks/01_data", "01_data.ipynb", "08_nothing", ""]
+    ],
 ]
 
 
-@pytest.mark.parametrize("data, message", BAD_PARAMS, ids=lambda v: str(v)[:40])
+@pytest.mark.parametrize("data, message", BAD_PARAMS, ids=lambda v: ascii(v)[:40])
 def test_every_mistake_is_one_line_naming_the_key_the_value_and_what_is_allowed(data, message):
     with pytest.raises(ConfigError, match=message) as e:
         config_from_dict(data, source="bad.yaml")
     assert str(e.value).startswith("bad.yaml") and "\n" not in str(e.value)
+
+
+def test_a_plain_run_name_and_the_workbooks_notebooks_load():
+    run = {"name": "demo-2.v1_x", "output_root": "/anywhere/else", "notebooks": ["05_results"]}
+    cfg = config_from_dict({"run": run})
+    assert (cfg.run.name, cfg.run.output_root, cfg.run.notebooks) == tuple(run.values())
 
 
 # Keys that moved to one home: a file still setting one is told the new key, in one line.

@@ -10,6 +10,7 @@ real `vllm serve` (the CPU build) on the tiny Qwen3. Nothing leaves 127.0.0.1.
 from __future__ import annotations
 
 import json
+import logging
 import os
 import random
 import signal
@@ -20,6 +21,7 @@ import threading
 import time
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
 
 import openai
 import pytest
@@ -65,8 +67,10 @@ class FakeServer:
     stall before answering; hold: answer nothing until that many requests were in flight at
     once (at most 10 s); api_key: like vLLM --api-key, a request without
     `Authorization: Bearer <api_key>` is answered 401; canned: greedy answers by prompt, sent
-    without running the model. `peak` is the most completions requests it held at once (counted
-    from the request read to the answer computed, before it is sent).
+    without running the model; echo: (status, pad): every request is answered that status with
+    an error page echoing its Authorization header after `pad` dots, as some proxies do. `peak`
+    is the most completions requests it held at once (counted from the request read to the
+    answer computed, before it is sent).
     """
 
     def __init__(
@@ -81,8 +85,10 @@ class FakeServer:
         hold: int = 0,
         api_key: str | None = None,
         canned: dict[str, Generation] | None = None,
+        echo: tuple[int, int] | None = None,
     ) -> None:
         self.hf, self.served, self.api_key, self.canned = hf, served, api_key, canned or {}
+        self.echo = echo
         self.fail_first, self.fail_after = fail_first, fail_after
         self.delay, self.jitter, self.hold = delay, jitter, hold
         self.held = threading.Event()  # set once `hold` requests were in flight
@@ -111,6 +117,8 @@ class FakeServer:
                 pass
 
             def do_GET(self) -> None:
+                if server.echo:
+                    return self._json(*self._echoed())
                 if not self._authorized():
                     return None
                 if self.path != "/v1/models":
@@ -142,6 +150,8 @@ class FakeServer:
                     server.bodies.append(body)
                     key = (body.get("prompt"), body.get("seed"))
                     server.attempts[key] = attempt = server.attempts.get(key, 0) + 1
+                if server.echo:
+                    return self._echoed()
                 if not self._authorized(reply=False):
                     return 401, {"error": "Unauthorized"}, {}  # vLLM's answer, word for word
                 if self.path != "/v1/completions":
@@ -165,6 +175,12 @@ class FakeServer:
                     answer = server.complete(body)
                     server.answered.append(body["prompt"])
                 return 200, answer, {}
+
+            def _echoed(self) -> tuple[int, dict, dict]:
+                status, pad = server.echo
+                got = self.headers.get("Authorization")
+                message = "." * pad + f"Authorization: {got}; Host: {self.headers.get('Host')}"
+                return status, {"error": {"message": message}}, {}
 
             def _authorized(self, reply: bool = True) -> bool:
                 got = self.headers.get("Authorization")
@@ -417,23 +433,53 @@ def test_many_requests_are_in_flight_and_answers_come_back_in_order(serve):
 
 def test_the_api_key_is_sent_as_a_bearer_token(serve, monkeypatch):
     """A server started with --api-key refuses a request without its key (a clear error, not
-    retried) and answers one with it: passed in, or from OPENAI_API_KEY."""
+    retried) and answers one with it. Only the key passed in is sent: OPENAI_API_KEY, whoever
+    it belongs to, is never read (the placeholder EMPTY goes instead)."""
     server = serve(api_key="sk-secret")
-    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-secret")
     client = _client(server.url)
     assert client.api_key is None
     with pytest.raises(HTTPBackendError, match=r"HTTP 401: Unauthorized\. The server wants an API"):
         client.generate(PROMPTS[:1], GREEDY)
     assert client.stats.retries == 0 and server.requests == 1
-    with pytest.raises(HTTPBackendError, match="none was sent: set OPENAI_API_KEY"):
+    assert server.auth == ["Bearer EMPTY"]
+    with pytest.raises(HTTPBackendError, match="none was sent: pass api_key"):
         client.served_models()
     with pytest.raises(HTTPBackendError, match="HTTP 401: .* the key sent was refused"):
         _client(server.url, api_key="sk-wrong").generate(PROMPTS[:1], GREEDY)
     assert _client(server.url, api_key="sk-secret").served_models() == [MODEL]
-    monkeypatch.setenv("OPENAI_API_KEY", "sk-secret")
-    client = _client(server.url)
+    client = _client(server.url, api_key="sk-secret")
     assert client.generate(PROMPTS[:1], GREEDY)[0][0].n_tokens == 6
     assert server.auth[-1] == "Bearer sk-secret"
+
+
+KEY = "sk-echo-0123456789abcdef"
+
+
+@pytest.mark.parametrize(
+    "status, pad",
+    [(400, 0), (503, 0), (400, 470), (503, 470)],
+    ids=["refused", "failed-after-retries", "refused-cut", "failed-cut"],
+)
+def test_a_server_echoing_the_key_never_puts_it_in_an_error_or_the_log(serve, caplog, status, pad):
+    """An error page echoing the request's Authorization header: the key is taken out of every
+    error text (refused at once, or failed after the retries; the model list too), also where
+    the page is cut at 500 characters mid-key (pad 470: after 'Authorization: Bearer ' the
+    key straddles the cut), and no log line carries it."""
+    caplog.set_level(logging.DEBUG)
+    server = serve(echo=(status, pad))
+    client = _client(server.url, api_key=KEY, max_retries=1)
+    with pytest.raises(HTTPBackendError) as raised:
+        client.generate(PROMPTS[:1], GREEDY)
+    with pytest.raises(HTTPBackendError) as listed:
+        client.served_models()
+    assert server.auth == [] and len(server.bodies) == (1 if status == 400 else 2)
+    for err in (raised.value, listed.value):
+        text = str(err)
+        assert f"HTTP {status}" in text and "Authorization: Bearer " in text
+        assert KEY[:6] not in text, text  # no part of the key, cut or not
+        assert "<api key" in text  # replaced before the page is cut
+    assert KEY[:6] not in caplog.text
 
 
 # ---------------------------------------------------------------- wired into the params
@@ -454,6 +500,7 @@ def test_params_select_the_http_backend_for_a_run(tmp_path, hf, serve, monkeypat
                 "backend": "http",
                 "endpoints": [server.url],
                 "served_models": {"base": "tiny-qwen3"},
+                "api_key_env": "OPENAI_API_KEY",
                 "progress": False,
             },
         }
@@ -485,6 +532,59 @@ def test_params_select_the_http_backend_for_a_run(tmp_path, hf, serve, monkeypat
         config_from_dict({"generation": {"backend": "http"}})
     with pytest.raises(ConfigError, match=r"generation\.backend.*'vlm'"):
         config_from_dict({"generation": {"backend": "vlm"}})
+
+
+def _http_params(**generation) -> dict:
+    endpoints = ["http://127.0.0.1:9"]  # never asked: the key is settled before any request
+    return {"generation": {"backend": "http", "endpoints": endpoints, **generation}}
+
+
+def test_a_runs_key_comes_only_from_the_variable_its_params_name(monkeypatch):
+    """api_key_env naming an unset or empty variable is refused in one line naming it, never
+    made up for from OPENAI_API_KEY (that key may belong to another server); with no
+    api_key_env no key is read at all."""
+    from rmlib.backends import api_key
+    from rmlib.config import ConfigError, config_from_dict
+    from rmlib.run import check_api_key
+
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-someone-elses")
+    monkeypatch.delenv("RMLIB_TEST_UNSET_KEY", raising=False)
+    assert api_key(config_from_dict(_http_params())) is None
+    cfg = config_from_dict(_http_params(api_key_env="RMLIB_TEST_UNSET_KEY"), source="p.yaml")
+    line = (
+        r"^p\.yaml: 'generation\.api_key_env' names the environment variable "
+        r"'RMLIB_TEST_UNSET_KEY', which is unset or empty"
+    )
+    for check in (api_key, check_api_key):  # the backend, and rmlib run before any work
+        with pytest.raises(ConfigError, match=line):
+            check(cfg)
+    monkeypatch.setenv("RMLIB_TEST_UNSET_KEY", "")
+    with pytest.raises(ConfigError, match=line):
+        api_key(cfg)
+    monkeypatch.setenv("RMLIB_TEST_UNSET_KEY", "sk-mine")
+    assert api_key(cfg) == "sk-mine"
+    monkeypatch.delenv("RMLIB_TEST_UNSET_KEY")
+    check_api_key(config_from_dict({"generation": {"api_key_env": "RMLIB_TEST_UNSET_KEY"}}))
+
+
+def test_rmlib_run_refuses_an_unset_key_variable_before_any_work(tmp_path, monkeypatch, capsys):
+    from rmlib.cli import main
+
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-someone-elses")
+    monkeypatch.delenv("RMLIB_TEST_UNSET_KEY", raising=False)
+    sets = [
+        "generation.backend=http",
+        "generation.endpoints=[http://127.0.0.1:9]",
+        "generation.api_key_env=RMLIB_TEST_UNSET_KEY",
+        f"run.output_root={tmp_path}",
+        "run.notebooks=[]",  # were the key not refused, the run would end at once
+    ]
+    params = Path(__file__).resolve().parents[1] / "params" / "smoke.yaml"
+    code = main(["run", str(params), *(a for s in sets for a in ("--set", s))])
+    err = capsys.readouterr().err
+    assert code == 1 and err.count("\n") == 1 and "Traceback" not in err
+    assert "'generation.api_key_env' names the environment variable 'RMLIB_TEST_UNSET_KEY'" in err
+    assert list(tmp_path.iterdir()) == []  # no run folder made
 
 
 # ---------------------------------------------------------------- a real vLLM server

@@ -1,8 +1,10 @@
 """The papermill runner: plan without models, resume by params hash, clear failure messages."""
 
 import json
+import os
 import subprocess
 import sys
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -96,3 +98,103 @@ def test_a_notebook_is_done_only_under_the_same_params_source_and_library(tmp_pa
     assert (
         "re-run 01_data (changed since it completed: library)" in (run.path / "run.log").read_text()
     )
+
+
+# ---- the run folder: where it may be, and one run in it at a time
+
+
+def _main(capsys, *args: str) -> tuple[int, str]:
+    """`rmlib ARGS` in this process: its exit code and its stderr."""
+    from rmlib.cli import main
+
+    code = main(list(args))
+    return code, capsys.readouterr().err
+
+
+@pytest.mark.parametrize("name", ["..", ".", "../x", "/tmp/rmlib-outside", "a\\b"])
+@pytest.mark.parametrize("dry", [False, True], ids=["run", "dry-run"])
+def test_a_run_name_that_leaves_output_root_is_refused_before_any_work(tmp_path, capsys, name, dry):
+    """`--name ..` made the project root the run folder (its notebooks overwritten); one line,
+    no folder made anywhere."""
+    root = tmp_path / "out" / "runs"
+    root.mkdir(parents=True)
+    args = ["run", str(ROOT / "params" / "smoke.yaml"), "--name", name]
+    args += ["--set", f"run.output_root={root}", "--set", "run.notebooks=[]"]
+    code, err = _main(capsys, *args, *(["--dry-run"] if dry else []))
+    assert code == 1 and "Traceback" not in err
+    assert err.strip().count("\n") == 0
+    assert f"'run.name': run name {name!r} is not one folder name" in err
+    assert sorted(tmp_path.rglob("*")) == [tmp_path / "out", root]  # nothing written
+    assert not Path("/tmp/rmlib-outside").exists()
+
+
+@pytest.fixture
+def hold() -> Iterator[Callable[[Path], subprocess.Popen]]:
+    """Start a process holding a folder's lock (`rmlib.run.holding`) until killed."""
+    procs: list[subprocess.Popen] = []
+    code = (
+        "import sys, time; from pathlib import Path; from rmlib.run import holding\n"
+        "folder = Path(sys.argv[1]); folder.mkdir(parents=True, exist_ok=True)\n"
+        "with holding(folder):\n    print('held', flush=True); time.sleep(600)\n"
+    )
+
+    def start(folder: Path) -> subprocess.Popen:
+        cmd = [sys.executable, "-c", code, str(folder)]
+        procs.append(subprocess.Popen(cmd, stdout=subprocess.PIPE, text=True))
+        assert procs[-1].stdout.readline() == "held\n"
+        return procs[-1]
+
+    yield start
+    for proc in procs:
+        proc.kill()
+        proc.wait(timeout=30)
+        proc.stdout.close()
+
+
+def test_the_run_folder_lock_names_its_holder_and_dies_with_it(tmp_path, hold):
+    folder = tmp_path / "run"
+    folder.mkdir()
+    busy = pytest.raises(runner.RunFolderBusy, match=rf"in use .*\(pid {os.getpid()};")
+    # a second open of the lock file is refused, even in the holding process
+    with runner.holding(folder), busy, runner.holding(folder):
+        pass
+    with runner.holding(folder):  # released at the end of the block
+        pass
+    holder = hold(folder)
+    with pytest.raises(runner.RunFolderBusy, match=rf"pid {holder.pid};"), runner.holding(folder):
+        pass
+    holder.kill()  # a kill -9'd run: the OS drops its lock, the next run takes the folder
+    holder.wait(timeout=30)
+    with runner.holding(folder):
+        assert (folder / runner.LOCK_FILE).read_text() == f"{os.getpid()}\n"
+
+
+def test_a_second_rmlib_run_on_a_folder_in_use_is_refused_with_the_holders_pid(
+    tmp_path, capsys, hold
+):
+    holder = hold(tmp_path / "busy")  # a folder a run in progress holds
+    args = ["run", str(ROOT / "params" / "smoke.yaml"), "--name", "busy"]
+    args += ["--set", f"run.output_root={tmp_path}", "--set", "run.notebooks=[]"]
+    code, err = _main(capsys, *args)
+    assert code == 1 and "Traceback" not in err
+    assert (
+        f"run folder {tmp_path / 'busy'} is in use by another rmlib run (pid {holder.pid};" in err
+    )
+    assert not (tmp_path / "busy" / "params.yaml").exists()  # refused before writing anything
+
+
+def test_execute_holds_the_lock_while_the_notebooks_run(tmp_path, monkeypatch):
+    seen = []
+
+    def notebooks(cfg, run, **kw):
+        with pytest.raises(runner.RunFolderBusy), runner.holding(run.path):
+            pass
+        seen.append(run.path)
+        return []
+
+    monkeypatch.setattr(runner, "_execute", notebooks)
+    over = {"run.output_root": str(tmp_path)}
+    run, _ = runner.execute(ROOT / "params" / "smoke.yaml", name="held", overrides=over)
+    assert seen == [tmp_path / "held"] and run.path == tmp_path / "held"
+    with runner.holding(run.path):  # released when the run ends
+        pass

@@ -66,7 +66,9 @@ anyway). Several servers (one per GPU) are listed as several endpoints. Prefix c
 default in both, is what makes the per-sample requests and one pair's reflection prompts cheap.
 
 A server started with `--api-key KEY` (vLLM, SGLang) wants that key as a Bearer token: pass
-`api_key`, or set `OPENAI_API_KEY` (a run reads the variable named by generation.api_key_env).
+`api_key` (a run reads it from the variable generation.api_key_env names). Without one the
+placeholder "EMPTY" is sent, never `OPENAI_API_KEY`: a key goes only where it was given for. A
+server's error page may echo the request's headers: every error text is stripped of the key.
 
 Errors: the openai client retries connection errors, timeouts (`timeout`: seconds a request may
 wait in silence while reading, or to connect, at most 10 s) and HTTP 408/409/429/5xx itself, with
@@ -84,7 +86,6 @@ from __future__ import annotations
 
 import asyncio
 import itertools
-import os
 import threading
 import time
 from collections.abc import Coroutine, Iterable, Mapping, Sequence
@@ -157,8 +158,9 @@ class HTTPBackend:
     failed. max_retries: the openai client's retries of a transient failure, per endpoint.
     seed_mode: see the module docstring. logprobs: the `logprobs` request field (the chosen
     token's log-prob always comes back; >0 adds that many top alternatives, unused here).
-    api_key: sent as a Bearer token; None: `OPENAI_API_KEY` if set. extra_body: fields merged
-    into every request (default VLLM_EXTRAS; {} sends none). progress: a tqdm bar of requests.
+    api_key: sent as a Bearer token; None: no key (the environment is not read). extra_body:
+    fields merged into every request (default VLLM_EXTRAS; {} sends none). progress: a tqdm bar
+    of requests.
     """
 
     def __init__(
@@ -191,7 +193,7 @@ class HTTPBackend:
         self.max_retries = max_retries
         self.seed_mode: SeedMode = seed_mode
         self.logprobs = logprobs
-        self.api_key = api_key or os.environ.get("OPENAI_API_KEY") or None
+        self.api_key = api_key or None
         self.extra_body = dict(VLLM_EXTRAS if extra_body is None else extra_body)
         self.progress = progress
         self.stats = HTTPStats()
@@ -232,7 +234,7 @@ class HTTPBackend:
         except openai.APIStatusError as e:
             raise self._status_error(url, e) from None
         except openai.APIError as e:
-            raise HTTPBackendError(f"{url}: {_describe(e)}") from None
+            raise HTTPBackendError(f"{url}: {_describe(e, self.api_key)}") from None
 
     # ------------------------------------------------------------------ requests
 
@@ -247,7 +249,8 @@ class HTTPBackend:
         )
         return openai.AsyncOpenAI(
             base_url=base,
-            # the client wants a key; a server started without --api-key ignores the header
+            # the client wants a key, and reads OPENAI_API_KEY when given None: a placeholder,
+            # which a server started without --api-key ignores
             api_key=self.api_key or "EMPTY",
             timeout=openai.Timeout(self.timeout, connect=min(self.timeout, 10.0)),
             max_retries=self.max_retries,
@@ -343,11 +346,13 @@ class HTTPBackend:
                     if not _transient(e.status_code):
                         refused = (i, e)
                         break
-                    failures.append(f"{self.endpoints[i]}: {_describe(e)}")
+                    failures.append(f"{self.endpoints[i]}: {_describe(e, self.api_key)}")
                 except openai.APIConnectionError as e:  # timeouts included
-                    failures.append(f"{self.endpoints[i]}: {_describe(e)}")
+                    failures.append(f"{self.endpoints[i]}: {_describe(e, self.api_key)}")
                 except openai.APIError as e:  # an answer the client could not read
-                    raise HTTPBackendError(f"{self.endpoints[i]}: {_describe(e)}") from None
+                    raise HTTPBackendError(
+                        f"{self.endpoints[i]}: {_describe(e, self.api_key)}"
+                    ) from None
                 self._down_until[i] = time.monotonic() + _DOWN_SECONDS
         finally:
             _ATTEMPTS.reset(token)
@@ -362,7 +367,7 @@ class HTTPBackend:
 
     async def _refused(self, i: int, e: openai.APIStatusError) -> HTTPBackendError:
         """The error for a request the server refused (retrying cannot help)."""
-        url, message = f"{self.endpoints[i]}/completions", _error_message(e)
+        url, message = f"{self.endpoints[i]}/completions", _error_message(e, self.api_key)
         lowered = message.lower()
         about_model = self.model in message or any(
             w in lowered for w in ("model", "lora", "adapter")
@@ -380,13 +385,13 @@ class HTTPBackend:
         return self._status_error(url, e)
 
     def _status_error(self, url: str, e: openai.APIStatusError) -> HTTPBackendError:
-        message = _error_message(e)
+        message = _error_message(e, self.api_key)
         if e.status_code in (401, 403):
             sent = "the key sent was refused" if self.api_key else "none was sent"
             return HTTPBackendError(
                 f"{url}: HTTP {e.status_code}: {message}. The server wants an API key "
-                f"(--api-key) and {sent}: set OPENAI_API_KEY (a run: the variable "
-                "generation.api_key_env names) or pass api_key."
+                f"(--api-key) and {sent}: pass api_key (a run: set generation.api_key_env to "
+                "the environment variable holding it)."
             )
         if e.status_code == 404:
             return HTTPBackendError(
@@ -462,19 +467,28 @@ def _transient(status: int) -> bool:
     return status in (408, 409, 429) or status >= 500
 
 
-def _describe(e: openai.APIError) -> str:
+def _describe(e: openai.APIError, secret: str | None) -> str:
+    """A failed request in a few words, without `secret` (the API key)."""
     if isinstance(e, openai.APIStatusError):
-        return f"HTTP {e.status_code}: {_error_message(e)}"
+        return f"HTTP {e.status_code}: {_error_message(e, secret)}"
     cause = e.__cause__
-    return f"{e.message} ({cause!r})" if cause is not None else e.message
+    return _redact(f"{e.message} ({cause!r})" if cause is not None else e.message, secret)
 
 
-def _error_message(e: openai.APIStatusError) -> str:
-    """The server's own message: `error.message` (OpenAI, vLLM), `detail` (FastAPI), or text."""
+def _error_message(e: openai.APIStatusError, secret: str | None) -> str:
+    """The server's own message: `error.message` (OpenAI, vLLM), `detail` (FastAPI), or text;
+    without `secret` (the API key), taken out before the message is cut, so no part is left."""
     body = e.body
     if isinstance(body, Mapping):
         body = body.get("message") or body.get("detail") or body
-    return str(body or e.response.text.strip() or e.response.reason_phrase)[:500]
+    text = str(body or e.response.text.strip() or e.response.reason_phrase)
+    return _redact(text, secret)[:500]
+
+
+def _redact(text: str, secret: str | None) -> str:
+    """`text` with `secret` replaced: a server's error page may echo the request's headers, and
+    an error's text reaches run.log and the executed notebook."""
+    return text.replace(secret, "<api key>") if secret else text
 
 
 def _generation(choice: CompletionChoice, prompt_tokens: int) -> Generation:
