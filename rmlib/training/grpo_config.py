@@ -94,7 +94,11 @@ class GRPOSettings:
     save_total_limit: int | None = doc("Keep this many newest checkpoints (None = all).", 2)
     logging_steps: int = doc("Log (and write progress.csv) every this many steps.", 1)
     seed: int | None = doc(
-        "Training seed (sampling, data order, LoRA init); None = run seed.", None
+        "Training seed: LoRA init (TRL seeds before wrapping the policy), data order, and the "
+        "groups' sampling when transformers generates them (use_vllm off). With use_vllm, TRL "
+        "seeds the colocated engine with the process index (0, 1, ...), not this seed. "
+        "None = run seed.",
+        None,
     )
     bf16: bool | None = doc("bf16 autocast; None = on when CUDA is available.", None)
     torch_threads: int | None = doc("CPU threads for torch; None = torch's default.", None)
