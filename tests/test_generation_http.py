@@ -19,6 +19,7 @@ import subprocess
 import sys
 import threading
 import time
+import warnings
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
@@ -29,7 +30,12 @@ import torch
 
 from rmlib.generation.base import Backend, Generation, SamplingParams
 from rmlib.generation.hf import HFBackend, sample_seed
-from rmlib.generation.http import HTTPBackend, HTTPBackendError, ModelNotServedError
+from rmlib.generation.http import (
+    ContextTooShortError,
+    HTTPBackend,
+    HTTPBackendError,
+    ModelNotServedError,
+)
 from rmlib.generation.store import CachedBackend, GenerationStore
 from rmlib.models import TINY_QWEN3, load_backbone, resolve_model
 
@@ -68,9 +74,11 @@ class FakeServer:
     once (at most 10 s); api_key: like vLLM --api-key, a request without
     `Authorization: Bearer <api_key>` is answered 401; canned: greedy answers by prompt, sent
     without running the model; echo: (status, pad): every request is answered that status with
-    an error page echoing its Authorization header after `pad` dots, as some proxies do. `peak`
-    is the most completions requests it held at once (counted from the request read to the
-    answer computed, before it is sent).
+    an error page echoing its Authorization header after `pad` dots, as some proxies do;
+    max_model_len: listed on the first (base) model's entry of GET /v1/models, the others listed
+    as its adapters with none, as vLLM lists them (None: no length listed, as SGLang). `peak` is
+    the most completions requests it held at once (counted from the request read to the answer
+    computed, before it is sent).
     """
 
     def __init__(
@@ -86,7 +94,9 @@ class FakeServer:
         api_key: str | None = None,
         canned: dict[str, Generation] | None = None,
         echo: tuple[int, int] | None = None,
+        max_model_len: int | None = None,
     ) -> None:
+        self.max_model_len = max_model_len
         self.hf, self.served, self.api_key, self.canned = hf, served, api_key, canned or {}
         self.echo = echo
         self.fail_first, self.fail_after = fail_first, fail_after
@@ -123,7 +133,7 @@ class FakeServer:
                     return None
                 if self.path != "/v1/models":
                     return self._json(404, {"error": {"message": f"no route {self.path}"}})
-                self._json(200, {"object": "list", "data": [{"id": m} for m in server.served]})
+                self._json(200, {"object": "list", "data": server.cards()})
 
             def do_POST(self) -> None:
                 body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
@@ -203,6 +213,14 @@ class FakeServer:
                 self.wfile.write(data)
 
         return Handler
+
+    def cards(self) -> list[dict]:
+        """GET /v1/models entries: vLLM's length on its base model, adapters pointing at it."""
+        if self.max_model_len is None:
+            return [{"id": m} for m in self.served]
+        base, *adapters = self.served
+        cards = [{"id": base, "object": "model", "max_model_len": self.max_model_len}]
+        return cards + [{"id": a, "parent": base, "max_model_len": None} for a in adapters]
 
     def complete(self, body: dict) -> dict:
         """The OpenAI completions answer, from the HF backend (seeded by the request's seed)."""
@@ -482,6 +500,40 @@ def test_a_server_echoing_the_key_never_puts_it_in_an_error_or_the_log(serve, ca
     assert KEY[:6] not in caplog.text
 
 
+def test_a_server_context_too_short_for_the_budgets_is_refused_before_any_request(serve):
+    """The server's max_model_len (vLLM lists it in GET /v1/models; an adapter runs under its
+    base's) must hold the longest prompt + generation: otherwise one line says what to set,
+    before a single completions request."""
+    server = serve(served=(MODEL, "unified"), max_model_len=512)
+    for model in (MODEL, "unified"):
+        client = _client(server.url, context_tokens=513)
+        client.model = model
+        assert client.max_model_len() == 512
+        with pytest.raises(ContextTooShortError) as info:
+            client.generate(PROMPTS, GREEDY)
+        assert str(info.value) == (
+            f"{server.url}/v1/models: the server's max_model_len for model {model!r} is 512 "
+            "tokens, but prompts + generations need up to 513: restart it with --max-model-len "
+            "513 (vLLM; SGLang: --context-length 513), or lower the budgets (a run: "
+            "prompts.max_reflection_prompt_tokens and the max_new_tokens caps)"
+        )
+    assert server.requests == 0  # no completions request went out
+    fits = _client(server.url, context_tokens=512)
+    assert fits.generate(PROMPTS[:1], GREEDY)[0][0].n_tokens == 6
+
+
+def test_a_server_that_reports_no_context_length_gets_a_notice(serve):
+    server = serve()  # lists no max_model_len (as SGLang)
+    client = _client(server.url, context_tokens=10**6)
+    assert client.max_model_len() is None
+    with pytest.warns(UserWarning, match=r"reports no max_model_len .* 1,000,000 tokens") as got:
+        assert client.generate(PROMPTS[:1], GREEDY)[0][0].n_tokens == 6
+    assert len(got) == 1
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # checked once: no second notice
+        client.generate(PROMPTS[1:2], GREEDY)
+
+
 # ---------------------------------------------------------------- wired into the params
 
 
@@ -492,7 +544,7 @@ def test_params_select_the_http_backend_for_a_run(tmp_path, hf, serve, monkeypat
     from rmlib.config import ConfigError, config_from_dict
     from rmlib.run_folder import RunFolder
 
-    server = serve(served=("tiny-qwen3", "unified"), api_key="sk-test")
+    server = serve(served=("tiny-qwen3", "unified"), api_key="sk-test", max_model_len=1 << 16)
     cfg = config_from_dict(
         {
             "model": {"backbone": TINY_QWEN3, "precision": "fp32"},
@@ -512,6 +564,7 @@ def test_params_select_the_http_backend_for_a_run(tmp_path, hf, serve, monkeypat
     assert isinstance(gen, CachedBackend) and isinstance(gen.backend, HTTPBackend)
     assert gen.backend.api_key == "sk-test"
     assert gen.backend.model == "tiny-qwen3" and gen.identity.startswith("http:tiny-qwen3:")
+    assert gen.backend.context_tokens == pipeline.context_tokens(cfg)  # checked at first call
     assert tok.padding_side == "left"
     got = gen.generate(PROMPTS, GREEDY)
     for a, b in zip(got, hf.generate(PROMPTS, GREEDY), strict=True):

@@ -215,11 +215,34 @@ def test_the_engine_starts_only_when_the_store_cannot_answer(backend, prompts, t
         assert started == [1]
 
 
-def test_nf4_needs_cuda():
-    with pytest.raises(ValueError, match="needs CUDA"):
-        rv.vllm_dtype("nf4", on_cuda=False)
-    assert rv.vllm_dtype("nf4", on_cuda=True) == ("bfloat16", "bitsandbytes")
-    assert rv.vllm_dtype("fp32", on_cuda=False) == ("float32", None)
+def test_nf4_serves_the_base_in_bf16():
+    """nf4 on the vLLM backend never asks the engine for a quantization method: vLLM 0.32 has no
+    bitsandbytes (the CUDA build's QUANTIZATION_METHODS lists none), and the 4-bit base is a
+    training-memory choice, so the engine serves the base in bf16, on CUDA and CPU alike."""
+    from vllm.model_executor.layers.quantization import QUANTIZATION_METHODS
+
+    assert "bitsandbytes" not in QUANTIZATION_METHODS
+    assert rv.vllm_dtype("nf4") == ("bfloat16", None)
+    assert rv.vllm_dtype("bf16") == ("bfloat16", None)
+    assert rv.vllm_dtype("fp32") == ("float32", None)
+    with pytest.raises(ValueError, match="fp32, bf16 or nf4"):
+        rv.vllm_dtype("int8")
+
+
+def test_lora_rank_maps_to_the_next_rank_vllm_accepts():
+    import typing
+
+    from vllm.config.lora import MaxLoRARanks
+
+    assert typing.get_args(MaxLoRARanks) == rv.VLLM_LORA_RANKS  # the installed vLLM's list
+    assert [rv.vllm_lora_rank(r) for r in (1, 2, 4, 8, 16, 24, 300, 320, 400, 512)] == [
+        1, 8, 8, 8, 16, 32, 320, 320, 512, 512,
+    ]  # fmt: skip
+    with pytest.raises(ValueError, match="above vLLM's largest max_lora_rank, 512"):
+        rv.vllm_lora_rank(513)
+    kw = rv.EngineSettings(model="m", enable_lora=True, max_lora_rank=24).llm_kwargs(False)
+    assert kw["max_lora_rank"] == 32
+    assert "max_lora_rank" not in rv.EngineSettings(model="m").llm_kwargs(False)
 
 
 def test_cpu_kv_cache_by_bytes_and_batched_tokens_cover_a_prompt():

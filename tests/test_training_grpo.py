@@ -454,3 +454,29 @@ def test_cpu_log_probs_equal_trls_fused_path(mix, tmp_path):
     torch.testing.assert_close(ours[0], trls[0], atol=1e-4, rtol=1e-4)
     torch.testing.assert_close(ours[1], trls[1], atol=1e-4, rtol=1e-4)
     assert ours[0].requires_grad  # the policy's log-probs carry gradients to the adapter
+
+
+def test_the_seed_fixes_the_initial_lora_weights(mix, tmp_path):
+    """TRL seeds (set_seed(args.seed)) before it wraps the policy in LoRA: two builds with the
+    same seed start from the same adapter, whatever the global RNG did in between; another
+    seed starts elsewhere. No step is trained."""
+
+    def initial_lora(seed: int, scramble: int) -> dict[str, torch.Tensor]:
+        torch.manual_seed(scramble)  # a global RNG state the seed must override
+        trainer = build_trainer(
+            mix[0].dataset,
+            tiny_settings(),
+            tmp_path / f"s{seed}-{scramble}",
+            backbone=TINY_QWEN3,
+            precision="fp32",
+            seed=seed,
+            reward_funcs=[length_reward],
+            verbose=False,
+        )
+        named = trainer.model.named_parameters()
+        return {n: p.detach().clone() for n, p in named if "lora_A" in n}
+
+    first, again, other = initial_lora(0, 1), initial_lora(0, 2), initial_lora(1, 1)
+    assert first and first.keys() == again.keys() == other.keys()
+    assert all(torch.equal(first[n], again[n]) for n in first)
+    assert not any(torch.equal(first[n], other[n]) for n in first)

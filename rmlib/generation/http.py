@@ -49,21 +49,25 @@ applied before the chosen token's log-prob, both agree anyway.
 Serving Qwen3-4B with a trained adapter (ADAPTER = outputs/<run>/adapters/unified; check the
 flags against your server version):
 
-    vllm serve Qwen/Qwen3-4B --dtype bfloat16 --max-model-len 8192 \
+    vllm serve Qwen/Qwen3-4B --dtype bfloat16 --max-model-len 9216 \
         --enable-lora --max-lora-rank 16 --lora-modules unified=ADAPTER \
         --logprobs-mode raw_logprobs --generation-config vllm --port 8000 \
         [--tensor-parallel-size 2 | --data-parallel-size 2]
     -> HTTPBackend("http://host:8000", "unified")       (the base model: "Qwen/Qwen3-4B")
 
     SGLANG_RETURN_ORIGINAL_LOGPROB=1 python -m sglang.launch_server \
-        --model-path Qwen/Qwen3-4B --context-length 8192 \
+        --model-path Qwen/Qwen3-4B --context-length 9216 \
         --enable-lora --max-lora-rank 16 --lora-paths unified=ADAPTER --port 30000 \
         [--tp-size 2 | --dp-size 2]
     -> HTTPBackend("http://host:30000", "Qwen/Qwen3-4B:unified")   (SGLang's base:adapter)
 
-`--generation-config vllm` keeps the checkpoint's sampling defaults out (we send every setting
-anyway). Several servers (one per GPU) are listed as several endpoints. Prefix caching, on by
-default in both, is what makes the per-sample requests and one pair's reflection prompts cheap.
+`--max-model-len` (SGLang: `--context-length`) must hold the run's longest prompt budget + its
+longest generation (`rmlib.backends.context_tokens`; 9,216 = a reflection prompt's 8,192 + 1,024
+new tokens in the paper profile): a `context_tokens` the server's reported length cannot hold is
+refused before the first request. `--generation-config vllm` keeps the checkpoint's sampling
+defaults out (we send every setting anyway). Several servers (one per GPU) are listed as several
+endpoints. Prefix caching, on by default in both, is what makes the per-sample requests and one
+pair's reflection prompts cheap.
 
 A server started with `--api-key KEY` (vLLM, SGLang) wants that key as a Bearer token: pass
 `api_key` (a run reads it from the variable generation.api_key_env names). Without one the
@@ -88,6 +92,7 @@ import asyncio
 import itertools
 import threading
 import time
+import warnings
 from collections.abc import Coroutine, Iterable, Mapping, Sequence
 from contextvars import ContextVar
 from dataclasses import asdict, dataclass
@@ -117,6 +122,10 @@ class HTTPBackendError(RuntimeError):
 
 class ModelNotServedError(HTTPBackendError):
     """The server does not serve the requested model or adapter name."""
+
+
+class ContextTooShortError(HTTPBackendError):
+    """The server's context (max_model_len) cannot hold the longest prompt + generation asked."""
 
 
 @dataclass
@@ -160,7 +169,11 @@ class HTTPBackend:
     token's log-prob always comes back; >0 adds that many top alternatives, unused here).
     api_key: sent as a Bearer token; None: no key (the environment is not read). extra_body:
     fields merged into every request (default VLLM_EXTRAS; {} sends none). progress: a tqdm bar
-    of requests.
+    of requests. context_tokens: the longest prompt + generation that will be sent (a run: its
+    longest prompt budget + longest generation, `rmlib.backends.context_tokens`); before the
+    first request each server's `max_model_len` (vLLM lists it in GET /v1/models) must hold it,
+    or `ContextTooShortError` says so; a server that reports none gets a one-line warning. None:
+    not checked.
     """
 
     def __init__(
@@ -177,6 +190,7 @@ class HTTPBackend:
         api_key: str | None = None,
         extra_body: Mapping[str, Any] | None = None,
         progress: bool = True,
+        context_tokens: int | None = None,
     ) -> None:
         urls = [endpoints] if isinstance(endpoints, str) else list(endpoints)
         if not urls or not model:
@@ -196,6 +210,8 @@ class HTTPBackend:
         self.api_key = api_key or None
         self.extra_body = dict(VLLM_EXTRAS if extra_body is None else extra_body)
         self.progress = progress
+        self.context_tokens = context_tokens
+        self._context_checked = context_tokens is None
         self.stats = HTTPStats()
         self.clients = [self._client(base) for base in self.endpoints]
         self._turn = itertools.count()
@@ -211,6 +227,8 @@ class HTTPBackend:
             raise ValueError("n and offset must be >= 0")
         if n == 0 or not prompts:
             return [[] for _ in prompts]
+        if not self._context_checked:  # here, not at construction: a cached run needs no server
+            self._check_context()
         start = time.perf_counter()
         try:
             got = _on_loop(self._run(self._jobs(prompts, params, n, offset)))
@@ -227,6 +245,54 @@ class HTTPBackend:
 
         endpoint: one of `endpoints` (default: the first).
         """
+        return [card.id for card in self._cards(endpoint)]
+
+    def max_model_len(self, endpoint: str | None = None) -> int | None:
+        """The context length (prompt + generation) the server reports for `model`, or None.
+
+        vLLM lists `max_model_len` on its base model's entry of GET /v1/models (an adapter's
+        entry has none: the adapter runs in its base's engine, so the base's applies); SGLang
+        and others may list none. endpoint: one of `endpoints` (default: the first).
+        """
+        cards = self._cards(endpoint)
+        by_id = {card.id: card for card in cards}
+        mine = by_id.get(self.model)
+        for card in (mine, by_id.get(getattr(mine, "parent", None) or "")):
+            length = _reported_length(card)
+            if length is not None:
+                return length
+        # no entry of its own (an SGLang BASE:NAME adapter): one engine, its smallest length
+        lengths = [x for x in map(_reported_length, cards) if x is not None]
+        return min(lengths) if lengths else None
+
+    def _check_context(self) -> None:
+        """Every server's max_model_len holds `context_tokens`, or one line saying what to set."""
+        need = int(self.context_tokens or 0)
+        for endpoint in self.endpoints:
+            url = f"{endpoint}/models"
+            try:
+                length = self.max_model_len(endpoint)
+            except HTTPBackendError as e:  # a server down now: its requests will say so
+                warnings.warn(f"{e}; its context length is not checked", stacklevel=3)
+                continue
+            if length is None:
+                warnings.warn(
+                    f"{url} reports no max_model_len for model {self.model!r}: not checked "
+                    f"that its context holds {need:,} tokens (prompt + generation)",
+                    stacklevel=3,
+                )
+            elif length < need:
+                raise ContextTooShortError(
+                    f"{url}: the server's max_model_len for model {self.model!r} is {length:,} "
+                    f"tokens, but prompts + generations need up to {need:,}: restart it with "
+                    f"--max-model-len {need} (vLLM; SGLang: --context-length {need}), or lower "
+                    "the budgets (a run: prompts.max_reflection_prompt_tokens and the "
+                    "max_new_tokens caps)"
+                )
+        self._context_checked = True
+
+    def _cards(self, endpoint: str | None) -> list[Any]:
+        """The entries of GET /v1/models (openai `Model`s; servers' extra fields kept)."""
         i = 0 if endpoint is None else self.endpoints.index(_api_base(endpoint))
         url = f"{self.endpoints[i]}/models"
         try:
@@ -374,7 +440,7 @@ class HTTPBackend:
         )
         if e.status_code in (400, 404) and about_model:
             try:
-                served = f"Served there: {await self._served(i)}."
+                served = f"Served there: {[m.id for m in await self._served(i)]}."
             except openai.APIError:
                 served = "Its model list (GET /v1/models) is unavailable."
             return ModelNotServedError(
@@ -400,9 +466,9 @@ class HTTPBackend:
             )
         return HTTPBackendError(f"{url}: HTTP {e.status_code}: {message}")
 
-    async def _served(self, i: int) -> list[str]:
+    async def _served(self, i: int) -> list[Any]:
         page = await self.clients[i].models.list(timeout=min(self.timeout, 30.0))
-        return [m.id for m in page.data]
+        return list(page.data)
 
     async def _sent(self, request: httpx2.Request) -> None:
         """The clients' request hook: counts every HTTP request, first tries and retries."""
@@ -489,6 +555,12 @@ def _redact(text: str, secret: str | None) -> str:
     """`text` with `secret` replaced: a server's error page may echo the request's headers, and
     an error's text reaches run.log and the executed notebook."""
     return text.replace(secret, "<api key>") if secret else text
+
+
+def _reported_length(card: Any) -> int | None:
+    """A model entry's `max_model_len` (vLLM's extra field), or None when it has none."""
+    value = getattr(card, "max_model_len", None)
+    return value if isinstance(value, int) and value > 0 else None
 
 
 def _generation(choice: CompletionChoice, prompt_tokens: int) -> Generation:

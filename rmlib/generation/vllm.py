@@ -36,15 +36,19 @@ from rmlib.generation.base import Generation, SamplingParams, encode_prompt, sam
 # The CPU engine sizes its KV cache by bytes (its `gpu_memory_utilization` would reserve that
 # share of all host memory); the default when a profile leaves `generation.kv_cache_gib` unset.
 CPU_KV_CACHE_GIB = 2.0
+# The `max_lora_rank` values vLLM 0.32 accepts (vllm/config/lora.py `MaxLoRARanks`; a test checks
+# the installed vLLM's): a rank between two is served under the next one up.
+VLLM_LORA_RANKS = (1, 8, 16, 32, 64, 128, 256, 320, 512)
 
 
 @dataclass(frozen=True)
 class EngineSettings:
     """Everything that shapes a vLLM engine; two equal settings share one engine.
 
-    model: a local checkpoint folder. dtype: "float32" or "bfloat16". quantization:
-    "bitsandbytes" (nf4 weights, CUDA only) or None. max_model_len: longest prompt + new tokens.
-    enable_lora / max_lora_rank / max_loras: adapters served beside the base weights.
+    model: a local checkpoint folder. dtype: "float32" or "bfloat16". quantization: one of
+    vLLM's methods, or None (`vllm_dtype` never sets one). max_model_len: longest prompt + new
+    tokens. enable_lora / max_lora_rank / max_loras: adapters served beside the base weights
+    (max_lora_rank: the adapters' LoRA rank; the engine gets `vllm_lora_rank` of it).
     gpu_memory_utilization: share of the card for weights + KV cache (CUDA). kv_cache_gib: KV
     cache size in GiB (None: from gpu_memory_utilization on CUDA, CPU_KV_CACHE_GIB on CPU).
     max_num_batched_tokens: tokens one engine step may run (prefills + decodes); kept at least
@@ -100,7 +104,9 @@ class EngineSettings:
             kwargs["quantization"] = self.quantization
         if self.enable_lora:
             kwargs.update(
-                enable_lora=True, max_lora_rank=self.max_lora_rank, max_loras=self.max_loras
+                enable_lora=True,
+                max_lora_rank=vllm_lora_rank(self.max_lora_rank),
+                max_loras=self.max_loras,
             )
         return kwargs
 
@@ -144,19 +150,30 @@ def shutdown() -> None:
     gc.collect()
 
 
-def vllm_dtype(precision: str, on_cuda: bool) -> tuple[str, str | None]:
-    """(dtype, quantization) of vLLM for a run precision: fp32, bf16, or nf4 (CUDA only)."""
+def vllm_lora_rank(rank: int) -> int:
+    """The smallest `max_lora_rank` vLLM accepts that holds LoRA rank `rank` (r=4 -> 8, 24 -> 32).
+
+    vLLM refuses any other value at engine start; params refuse ranks above the largest at load
+    (grpo.lora_r).
+    """
+    for allowed in VLLM_LORA_RANKS:
+        if rank <= allowed:
+            return allowed
+    raise ValueError(f"LoRA rank {rank} is above vLLM's largest max_lora_rank, {allowed}")
+
+
+def vllm_dtype(precision: str) -> tuple[str, str | None]:
+    """(dtype, quantization) of vLLM for a run precision: fp32, bf16, or nf4.
+
+    nf4 serves the base in bf16, with no quantization: the 4-bit base is a training-memory choice
+    (QLoRA), and vLLM 0.32 has no bitsandbytes method to load one on the fly (its CUDA build
+    lists none in QUANTIZATION_METHODS), so asking for it would fail at engine start. The
+    transformers backend ('hf') still generates from the 4-bit weights.
+    """
     if precision == "fp32":
         return "float32", None
-    if precision == "bf16":
+    if precision in ("bf16", "nf4"):
         return "bfloat16", None
-    if precision == "nf4":
-        if not on_cuda:
-            raise ValueError(
-                "precision nf4 on the vLLM backend needs CUDA (bitsandbytes); on CPU use bf16 "
-                "or fp32, or generation.backend 'hf'"
-            )
-        return "bfloat16", "bitsandbytes"
     raise ValueError(f"precision must be fp32, bf16 or nf4, got {precision!r}")
 
 

@@ -8,8 +8,9 @@ import json
 from pathlib import Path
 from typing import Any
 
-from rmlib.backends import max_new_tokens
+from rmlib.backends import context_tokens
 from rmlib.config import RunConfig, describe
+from rmlib.generation.vllm import vllm_dtype
 from rmlib.plan.constants import ASSUMED, plan_constants
 from rmlib.plan.counts import (
     eval_calls,
@@ -123,8 +124,10 @@ def _generation_memory(cfg: RunConfig, est: Estimator) -> tuple[float | None, st
         weights, kv = est.weights(precision), est.kv_gib(gen.max_batch_tokens, precision)
         gib = None if weights is None or kv is None else weights + kv
         return gib, "weights + KV cache of generation.max_batch_tokens (no activations)", None
+    # the engine's weights: vLLM serves an nf4 base in bf16 (rmlib.generation.vllm.vllm_dtype)
+    precision = "fp32" if vllm_dtype(precision)[0] == "float32" else "bf16"
     engine = est.engine(gen.gpu_memory_utilization, gen.kv_cache_gib, precision)
-    max_len = cfg.prompts.longest_prompt_tokens() + max_new_tokens(cfg)  # as backends.vllm_settings
+    max_len = context_tokens(cfg)  # the engine's max_model_len
     blocked = est.engine_too_small(engine["engine_gib"], precision, max_len)
     return engine["engine_gib"], f"vLLM engine: {engine['how']}", blocked
 

@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from rmlib.config import PARAMS, Scheduler, doc
+from rmlib.generation.vllm import VLLM_LORA_RANKS
 from rmlib.training.reward import DEFAULT_UNPARSEABLE_PENALTY
 
 
@@ -64,7 +65,11 @@ class GRPOSettings:
     )
     weight_decay: float = doc("AdamW weight decay.", 0.0)
     max_grad_norm: float = doc("Gradient clipping norm.", 1.0)
-    lora_r: int = doc("LoRA rank.", 16)
+    lora_r: int = doc(
+        "LoRA rank, 1 to 512 (vLLM serves adapters up to rank 512; its max_lora_rank is the "
+        "next of 1, 8, 16, 32, 64, 128, 256, 320, 512 up).",
+        16,
+    )
     lora_alpha: int = doc("LoRA alpha (scale alpha / r).", 32)
     lora_dropout: float = doc(
         "LoRA dropout (0: GRPO's importance ratio compares two forward passes).", 0.0
@@ -89,7 +94,11 @@ class GRPOSettings:
     save_total_limit: int | None = doc("Keep this many newest checkpoints (None = all).", 2)
     logging_steps: int = doc("Log (and write progress.csv) every this many steps.", 1)
     seed: int | None = doc(
-        "Training seed (sampling, data order, LoRA init); None = run seed.", None
+        "Training seed: LoRA init (TRL seeds before wrapping the policy), data order, and the "
+        "groups' sampling when transformers generates them (use_vllm off). With use_vllm, TRL "
+        "seeds the colocated engine with the process index (0, 1, ...), not this seed. "
+        "None = run seed.",
+        None,
     )
     bf16: bool | None = doc("bf16 autocast; None = on when CUDA is available.", None)
     torch_threads: int | None = doc("CPU threads for torch; None = torch's default.", None)
@@ -133,6 +142,12 @@ class GRPOSettings:
             raise ValueError(f"grpo.trl sets {sorted(taken)}: set grpo.<name> instead")
         if not 0.0 <= self.warmup_ratio < 1.0:
             raise ValueError(f"warmup_ratio must be in [0, 1), got {self.warmup_ratio}")
+        top = VLLM_LORA_RANKS[-1]
+        if not 1 <= self.lora_r <= top:
+            raise ValueError(
+                f"lora_r must be 1 to {top} (vLLM serves LoRA adapters up to rank {top}), "
+                f"got {self.lora_r}"
+            )
         if self.num_generations < 2:
             raise ValueError("num_generations (group size) must be >= 2")
         gen = self.generation_batch_size
