@@ -240,8 +240,10 @@ def _interruptible() -> Iterator[None]:
     """While a notebook runs, Ctrl-C marks the run interrupted (so `_kernel_manager` kills the
     kernel at once) and raises KeyboardInterrupt as usual."""
     _INTERRUPTED.clear()
-    if threading.current_thread() is not threading.main_thread():
-        yield  # signal handlers can only be set from the main thread
+    main = threading.current_thread() is threading.main_thread()
+    # handlers can only be set from the main thread; an ignored SIGINT (nohup, `cmd &`) stays so
+    if not main or signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+        yield
         return
 
     def on_sigint(signum: int, frame: Any) -> None:

@@ -96,7 +96,21 @@ def test_ctrl_c_during_a_run_prints_one_line_and_leaves_no_kernel(tmp_path):
     assert lines == [
         f"rmlib: interrupted: run again with the same command to resume from {run_dir}"
     ], err
+    state = run_dir / "state.json"  # the resume stays clean: the notebook is not marked done
+    assert not state.exists() or "block" not in json.loads(state.read_text())
     deadline = time.monotonic() + 10
     while _alive(kernel) and time.monotonic() < deadline:
         time.sleep(0.1)
     assert not _alive(kernel), "the notebook's kernel was left running"
+
+
+def test_ctrl_c_in_any_command_is_one_line_and_exit_130(monkeypatch, capsys):
+    import rmlib.scoring
+    from rmlib.cli import main
+
+    def interrupted(*args, **kwargs):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(rmlib.scoring, "score_file", interrupted)
+    assert main(["score", "predictions.jsonl", "--benchmark", "rewardbench"]) == 130
+    assert capsys.readouterr().err == "rmlib: interrupted\n"
