@@ -418,8 +418,8 @@ class HTTPBackend:
         tried = f"; also failed at {', '.join(others)}" if others else ""
         raise self._error(
             url,
-            f"the request failed {attempts[0]} times ({self.timeouts.describe()}){tried}; "
-            f"last error: {last}",
+            f"the request failed {attempts[0]} time{'s' * (attempts[0] != 1)} "
+            f"({self.timeouts.describe()}){tried}; last error: {last}",
         )
 
     async def _refused(self, i: int, e: openai.APIStatusError) -> HTTPBackendError:
