@@ -209,19 +209,26 @@ def api_key(cfg: RunConfig) -> str | None:
 
 
 def _http_backend(cfg: RunConfig, ref: ModelRef):
-    from rmlib.generation.http import HTTPBackend
+    from rmlib.generation.http import HTTPBackend, HTTPTimeouts
     from rmlib.models import load_tokenizer
 
     served = served_model(cfg, ref.name)
+    g = cfg.generation
     gen = HTTPBackend(
-        cfg.generation.endpoints,
+        g.endpoints,
         served,
         # the served name alone does not say which weights: keep the local identity in it
         identity=f"http:{served}:{ref.identity}",
-        concurrency=cfg.generation.http_concurrency,
-        timeout=cfg.generation.http_timeout,
+        concurrency=g.http_concurrency,
+        timeouts=HTTPTimeouts(
+            connect=g.http_connect_timeout,
+            read=g.http_read_timeout,
+            write=g.http_write_timeout,
+            pool=g.http_pool_timeout,
+            max_retries=g.http_max_retries,
+        ),
         api_key=api_key(cfg),
-        progress=cfg.generation.progress,
+        progress=g.progress,
         context_tokens=context_tokens(cfg),
     )
     return gen, load_tokenizer(ref.path, trust_remote_code=cfg.model.trust_remote_code)

@@ -3,7 +3,8 @@
 Adding a subcommand: write `def _add_<name>(sub)` that adds its parser to the subparsers object
 and sets `func=<handler>`; list it in `COMMANDS`. A handler takes the parsed args and returns an
 exit code (None = 0). Expected failures (bad data, hub unreachable, missing file, bad value) are
-printed as one line on stderr with exit code 2, never a traceback.
+printed as one line on stderr with exit code 2, never a traceback; Ctrl-C prints one line and
+exits 130.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from rmlib.run import NotebookFailed, RunFolderBusy
 # argparse's convention: 2 for a command-line usage error, 1 for a data or runtime error
 EXIT_ERROR = 1
 EXIT_USAGE = 2
+EXIT_INTERRUPTED = 130  # 128 + SIGINT: the shell's status for a command stopped by Ctrl-C
 EXPECTED_ERRORS: tuple[type[BaseException], ...] = (
     DataError,
     HubUnavailable,
@@ -325,6 +327,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     except EXPECTED_ERRORS as err:
         print(f"rmlib: error: {_one_line(err)}", file=sys.stderr)
         return EXIT_ERROR
+    except KeyboardInterrupt as err:
+        # Ctrl-C is the user's own doing: one line (rmlib run's says how to resume), no traceback
+        hint = f": {err}" if str(err) else ""
+        print(f"rmlib: interrupted{hint}", file=sys.stderr)
+        return EXIT_INTERRUPTED
 
 
 if __name__ == "__main__":

@@ -266,10 +266,38 @@ class GenerationSection:
         "so a server always has work queued. Raise it with the number of servers.",
         256,
     )
-    http_timeout: float = doc(
-        "backend 'http': seconds a request may wait to connect, or in silence while reading, "
-        "before the openai client retries it.",
-        600.0,
+    # A hung server (it accepts, never answers) fails a request within (connect + write + pool +
+    # read) x (max_retries + 1) + backoff = 110 s with these defaults, under the 2 minutes a run
+    # may wait for its first error (rmlib.generation.http.HTTPTimeouts.worst_case_seconds).
+    http_connect_timeout: float = doc(
+        "backend 'http': seconds to open a connection. A reachable server accepts in "
+        "milliseconds; 10 s covers SYN retransmissions (1 s, then 3 s) and a slow name lookup.",
+        10.0,
+    )
+    http_read_timeout: float = doc(
+        "backend 'http': seconds a request may wait for the server's answer. Requests are not "
+        "streamed, so this bounds one request's whole completion, its wait in the server's queue "
+        "included: a 1,024-token judgment takes well under a minute on a GPU server with a full "
+        "batch (assumed from vLLM's decode rates for a 4B model, not measured here). Raise it for "
+        "much longer generations or a server queue deeper than its batch.",
+        90.0,
+    )
+    http_write_timeout: float = doc(
+        "backend 'http': seconds to send a request (one prompt, tens of KB: it goes into the "
+        "socket buffer at once; longer means a broken link).",
+        5.0,
+    )
+    http_pool_timeout: float = doc(
+        "backend 'http': seconds to wait for a free connection (the requests in flight never "
+        "outnumber the pool's connections, so a wait means a broken pool).",
+        5.0,
+    )
+    http_max_retries: int = doc(
+        "backend 'http': the openai client's retries of a failed request (connection error, "
+        "timeout, HTTP 408/409/429/5xx) per endpoint before it moves on to the next endpoint. 0: "
+        "a retry of a timed-out request costs another whole read timeout, and a hung server "
+        "does not recover in seconds; raise it for a server behind a rate-limiting proxy (429).",
+        0,
     )
 
     def __post_init__(self) -> None:
@@ -277,6 +305,12 @@ class GenerationSection:
             raise ValueError("generation.backend 'http' needs generation.endpoints (server URLs)")
         if not 0 < self.gpu_memory_utilization <= 1:
             raise ValueError("gpu_memory_utilization must be in (0, 1]")
+        timeouts = {k: v for k, v in vars(self).items() if k.startswith("http_") and "timeout" in k}
+        for key, value in timeouts.items():
+            if value <= 0:
+                raise ValueError(f"{key} must be > 0 seconds, got {value}")
+        if self.http_max_retries < 0:
+            raise ValueError(f"http_max_retries must be >= 0, got {self.http_max_retries}")
 
     def prompts_per_call(self) -> int:
         if self.chunk_prompts is not None:

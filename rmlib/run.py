@@ -16,8 +16,10 @@ import logging
 import os
 import platform
 import shutil
+import signal
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -61,6 +63,10 @@ class RunFolderBusy(RuntimeError):
 
 
 LOCK_FILE = ".lock"
+
+
+class Interrupted(KeyboardInterrupt):
+    """Ctrl-C during a run; says how to resume (the command line prints it as one line)."""
 
 
 def params_hash(cfg: RunConfig) -> str:
@@ -227,16 +233,23 @@ def _execute(
         log.info("run %s -> %s", nb, dest)
         t0 = time.time()
         try:
-            with _watching(run, nb, progress):
+            with _watching(run, nb, progress), _interruptible():
                 pm.execute_notebook(
                     str(src),
                     str(dest),
                     parameters={"run_dir": str(run.path.resolve())},
                     kernel_name="python3",
+                    kernel_manager_class=_kernel_manager(),
                     cwd=str(project_root() / "notebooks"),
                     progress_bar=False,  # the status line below says more than a cell count
                     log_output=False,
                 )
+        except KeyboardInterrupt:
+            # state.json is untouched: the notebook reruns, its finished generations come
+            # from the store. No log line: the command line prints the one line the user sees.
+            raise Interrupted(
+                f"run again with the same command to resume from {run.path}"
+            ) from None
         except PapermillExecutionError as e:
             state[nb] = {"status": "failed", **stamp, "cell_index": e.cell_index}
             _write_state(run, state)
@@ -300,6 +313,47 @@ def _watching(run: RunFolder, notebook: str, progress: bool) -> Iterator[None]:
             os.environ.pop(status.ENV, None)
         else:
             os.environ[status.ENV] = before
+
+
+_INTERRUPTED = threading.Event()
+
+
+@contextlib.contextmanager
+def _interruptible() -> Iterator[None]:
+    """While a notebook runs, Ctrl-C marks the run interrupted (so `_kernel_manager` kills the
+    kernel at once) and raises KeyboardInterrupt as usual."""
+    _INTERRUPTED.clear()
+    main = threading.current_thread() is threading.main_thread()
+    # handlers can only be set from the main thread; an ignored SIGINT (nohup, `cmd &`) stays so
+    if not main or signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+        yield
+        return
+
+    def on_sigint(signum: int, frame: Any) -> None:
+        _INTERRUPTED.set()
+        raise KeyboardInterrupt
+
+    before = signal.signal(signal.SIGINT, on_sigint)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, before)
+
+
+def _kernel_manager() -> type:
+    from jupyter_client import AsyncKernelManager
+
+    class KernelManager(AsyncKernelManager):
+        """nbclient's kernel manager, but after Ctrl-C the kernel is killed at once (its
+        process group: any engine it started too). The graceful shutdown would interrupt the
+        busy kernel mid-shutdown, which prints the kernel's traceback on the user's terminal and
+        waits seconds; after a normal finish the shutdown stays graceful (the kernel's exit
+        handlers release what its engines hold)."""
+
+        async def shutdown_kernel(self, now: bool = False, restart: bool = False) -> None:
+            await super().shutdown_kernel(now=now or _INTERRUPTED.is_set(), restart=restart)
+
+    return KernelManager
 
 
 def check_device(cfg: RunConfig, cuda: bool | None = None) -> None:

@@ -34,6 +34,7 @@ from rmlib.generation.http import (
     ContextTooShortError,
     HTTPBackend,
     HTTPBackendError,
+    HTTPTimeouts,
     ModelNotServedError,
 )
 from rmlib.generation.store import CachedBackend, GenerationStore
@@ -287,10 +288,10 @@ def serve(hf) -> Iterator:
         s.close()
 
 
-def _client(urls, **kw) -> HTTPBackend:
-    kw.setdefault("timeout", 30.0)
+def _client(urls, *, read: float = 30.0, max_retries: int = 5, **kw) -> HTTPBackend:
     kw.setdefault("concurrency", 4)
-    return HTTPBackend(urls, MODEL, progress=False, **kw)
+    timeouts = HTTPTimeouts(read=read, max_retries=max_retries)
+    return HTTPBackend(urls, MODEL, timeouts=timeouts, progress=False, **kw)
 
 
 def _same(a: list[Generation], b: list[Generation]) -> None:
@@ -381,12 +382,74 @@ def test_a_dead_endpoint_fails_over_to_the_live_one(serve):
 
 def test_a_stalled_server_times_out_with_a_clear_error(serve):
     slow = serve(delay=3.0)
-    client = _client(slow.url, timeout=0.3, max_retries=2, concurrency=1)
+    client = _client(slow.url, read=0.3, max_retries=2, concurrency=1)
     start = time.monotonic()
     with pytest.raises(HTTPBackendError, match=r"failed 3 times .*timed out") as info:
         client.generate(PROMPTS[:1], GREEDY)
     assert time.monotonic() - start < 2.5  # 3 attempts x 0.3 s, not the server's 3 s each
-    assert MODEL in str(info.value) and "timeout 0.3s" in str(info.value)
+    assert str(info.value).startswith(f"{slow.url}/v1/completions (model {MODEL!r}): ")
+    assert "read 0.3s; 2 retries per endpoint" in str(info.value)
+
+
+@pytest.fixture
+def mute_server() -> Iterator[str]:
+    """A server on 127.0.0.1 that accepts connections and never answers a byte (a hung engine):
+    its URL."""
+    sock = socket.socket()
+    sock.bind(("127.0.0.1", 0))
+    sock.listen(64)
+    held: list[socket.socket] = []
+    stop = threading.Event()
+
+    def accept() -> None:
+        sock.settimeout(0.1)
+        while not stop.is_set():
+            try:
+                held.append(sock.accept()[0])  # kept open, never read, never answered
+            except TimeoutError:
+                continue
+
+    thread = threading.Thread(target=accept, daemon=True)
+    thread.start()
+    yield f"http://127.0.0.1:{sock.getsockname()[1]}"
+    stop.set()
+    thread.join()
+    for conn in held:
+        conn.close()
+    sock.close()
+
+
+def test_a_server_that_never_answers_fails_within_the_timeouts(mute_server):
+    """Each attempt waits one read timeout, not forever; the error names the URL and the model."""
+    timeouts = HTTPTimeouts(connect=1.0, read=0.4, write=1.0, pool=1.0, max_retries=1)
+    client = HTTPBackend(mute_server, MODEL, timeouts=timeouts, concurrency=1, progress=False)
+    start = time.monotonic()
+    with pytest.raises(HTTPBackendError) as info:
+        client.generate(PROMPTS[:1], GREEDY)
+    took = time.monotonic() - start
+    assert 2 * timeouts.read <= took < timeouts.worst_case_seconds() + 1.0, took
+    message = str(info.value)
+    assert message.startswith(f"{mute_server}/v1/completions (model {MODEL!r}): ")
+    assert "failed 2 times" in message and "timed out" in message
+    assert client.stats.requests == 2 and client.stats.retries == 1
+
+
+def test_the_default_settings_fail_a_hung_server_within_two_minutes():
+    """The defaults (a run's: generation.http_*) bound a hung server's time to the first error:
+    every phase's timeout, on every attempt, plus the backoff between them."""
+    default = HTTPTimeouts()
+    assert default.worst_case_seconds() <= 120
+    assert default.worst_case_seconds() == (
+        (default.connect + default.write + default.pool + default.read) * (default.max_retries + 1)
+    )
+    assert default.worst_case_seconds(endpoints=2) == 2 * default.worst_case_seconds()
+    # the settings before: 600 s a read, 5 retries (0.5 + 1 + 2 + 4 + 8 s of backoff) = an hour
+    former = HTTPTimeouts(connect=10.0, read=600.0, write=600.0, pool=600.0, max_retries=5)
+    assert former.worst_case_seconds() == 1810 * 6 + 15.5
+    # what the clients are built with
+    client = HTTPBackend("http://127.0.0.1:9", MODEL, progress=False)
+    assert client.clients[0].timeout == default.httpx()
+    assert client.clients[0].max_retries == default.max_retries
 
 
 def test_an_unknown_model_or_adapter_is_a_clear_error(serve):
@@ -406,6 +469,7 @@ def test_a_bad_request_is_not_retried(serve):
     with pytest.raises(HTTPBackendError, match="HTTP 404: no route") as info:
         client.generate(PROMPTS[:1], GREEDY)
     assert not isinstance(info.value, ModelNotServedError)
+    assert str(info.value).startswith(f"{server.url}/v1/nothing/v1/completions (model {MODEL!r})")
     assert client.stats.retries == 0 and server.requests == 1
 
 
@@ -413,8 +477,9 @@ def test_through_the_store_an_interrupted_run_resumes(tmp_path, serve):
     store = GenerationStore(tmp_path / "gen.sqlite")
     dying = serve(fail_after=4)  # answers 4 requests, then only errors
     first = CachedBackend(_client(dying.url, max_retries=1), store, chunk_prompts=1, progress=False)
-    with pytest.raises(HTTPBackendError, match="engine died"):
+    with pytest.raises(HTTPBackendError, match="engine died") as info:
         first.generate(PROMPTS, SAMPLING, n=2)
+    assert str(info.value).startswith(f"{dying.url}/v1/completions (model {MODEL!r}): ")
     kept = len(store)
     assert kept == 4  # two whole prompts (chunks) were committed before the failure
     server = serve()
@@ -459,8 +524,10 @@ def test_the_api_key_is_sent_as_a_bearer_token(serve, monkeypatch):
     assert client.api_key is None
     with pytest.raises(HTTPBackendError, match=r"HTTP 401: Unauthorized\. The server wants an API"):
         client.generate(PROMPTS[:1], GREEDY)
+    with pytest.raises(HTTPBackendError, match=rf"^{server.url}/v1/models \(model '{MODEL}'\): "):
+        client.served_models()
     assert client.stats.retries == 0 and server.requests == 1
-    assert server.auth == ["Bearer EMPTY"]
+    assert set(server.auth) == {"Bearer EMPTY"}  # the completions and the model list
     with pytest.raises(HTTPBackendError, match="none was sent: pass api_key"):
         client.served_models()
     with pytest.raises(HTTPBackendError, match="HTTP 401: .* the key sent was refused"):
@@ -565,6 +632,7 @@ def test_params_select_the_http_backend_for_a_run(tmp_path, hf, serve, monkeypat
     assert gen.backend.api_key == "sk-test"
     assert gen.backend.model == "tiny-qwen3" and gen.identity.startswith("http:tiny-qwen3:")
     assert gen.backend.context_tokens == pipeline.context_tokens(cfg)  # checked at first call
+    assert gen.backend.timeouts == HTTPTimeouts()  # the run's defaults are the backend's
     assert tok.padding_side == "left"
     got = gen.generate(PROMPTS, GREEDY)
     for a, b in zip(got, hf.generate(PROMPTS, GREEDY), strict=True):
@@ -575,12 +643,16 @@ def test_params_select_the_http_backend_for_a_run(tmp_path, hf, serve, monkeypat
     monkeypatch.delenv("OPENAI_API_KEY")
     monkeypatch.setenv("RMLIB_TEST_VLLM_KEY", "sk-test")
     cfg.generation.api_key_env = "RMLIB_TEST_VLLM_KEY"
+    cfg.generation.http_read_timeout, cfg.generation.http_max_retries = 45.0, 2
     keyed, _ = pipeline.backend(cfg, RunFolder(tmp_path / "run2"), ref)
     assert keyed.backend.api_key == "sk-test"
+    assert keyed.backend.timeouts == HTTPTimeouts(read=45.0, max_retries=2)
     assert keyed.generate(PROMPTS[:1], GREEDY)[0][0].token_ids == got[0][0].token_ids
     assert server.auth[-1] == "Bearer sk-test"
     assert pipeline.served_model(cfg, "unified") == "unified"  # its --lora-modules name
     assert pipeline.served_model(cfg, "base") == "tiny-qwen3"
+    with pytest.raises(ConfigError, match="http_read_timeout must be > 0 seconds, got 0"):
+        config_from_dict({"generation": {"http_read_timeout": 0}})
     with pytest.raises(ConfigError, match="needs generation.endpoints"):
         config_from_dict({"generation": {"backend": "http"}})
     with pytest.raises(ConfigError, match=r"generation\.backend.*'vlm'"):
@@ -680,7 +752,7 @@ def vllm_server(tmp_path) -> Iterator[str]:
         )
     url = f"http://127.0.0.1:{port}"
     try:
-        probe = HTTPBackend(url, MODEL, api_key="sk-vllm", max_retries=0, progress=False)
+        probe = HTTPBackend(url, MODEL, api_key="sk-vllm", progress=False)
         deadline = time.monotonic() + 150
         while True:
             try:
@@ -716,7 +788,8 @@ def test_a_real_vllm_server_answers_as_the_local_backend(hf, vllm_server, monkey
     monkeypatch.delenv("OPENAI_API_KEY", raising=False)
     with pytest.raises(HTTPBackendError, match="HTTP 401: Unauthorized"):
         HTTPBackend(vllm_server, MODEL, progress=False).generate(prompts[:1], GREEDY)
-    client = HTTPBackend(vllm_server, MODEL, api_key="sk-vllm", timeout=60.0, progress=False)
+    timeouts = HTTPTimeouts(read=60.0)
+    client = HTTPBackend(vllm_server, MODEL, api_key="sk-vllm", timeouts=timeouts, progress=False)
     greedy = SamplingParams.greedy(max_new_tokens=16)
     got = client.generate(prompts, greedy)
     for a, b in zip(got, hf.generate(prompts, greedy), strict=True):

@@ -15,7 +15,7 @@ import torch
 
 from rmlib.generation.base import Backend, Generation, SamplingParams, generation_key
 from rmlib.generation.hf import HFBackend
-from rmlib.generation.store import CachedBackend, GenerationStore
+from rmlib.generation.store import CachedBackend, CorruptStore, GenerationStore
 from rmlib.models import TINY_QWEN3, load_backbone
 
 torch.set_num_threads(2)
@@ -114,7 +114,7 @@ import sys, time, torch
 torch.set_num_threads(1)
 from rmlib.generation.base import SamplingParams
 from rmlib.generation.hf import HFBackend
-from rmlib.generation.store import CachedBackend, GenerationStore
+from rmlib.generation.store import CachedBackend, CorruptStore, GenerationStore
 from rmlib.models import TINY_QWEN3, load_backbone
 
 class Slow:  # test double: a pause before each chunk leaves the parent time to kill us
@@ -182,3 +182,54 @@ def _rows(path) -> int:
         return 0
     finally:
         db.close()
+
+
+# ---------------------------------------------------------------- a damaged store
+
+
+def _filled(path, rows: int = 400) -> None:
+    with GenerationStore(path) as store:
+        items = [("m", f"prompt {i} " + "x" * 200, PARAMS, 0, _gen(f"t{i}")) for i in range(rows)]
+        store.put_many(items)
+        store._db.execute("PRAGMA wal_checkpoint(TRUNCATE)")  # every row into the main file
+
+
+@pytest.mark.parametrize("damage", ["overwritten", "truncated"])
+def test_a_damaged_store_file_is_named_with_what_to_do(tmp_path, damage):
+    path = tmp_path / "gen.sqlite"
+    if damage == "overwritten":
+        path.write_bytes(b"not a database, e.g. a file copied over it\n" * 100)
+    else:  # cut in half, as a full disk or an interrupted copy leaves it
+        _filled(path)
+        path.write_bytes(path.read_bytes()[: path.stat().st_size // 2])
+    with pytest.raises(CorruptStore) as info, GenerationStore(path) as store:
+        store.get_many([f"k{i}" for i in range(10)])
+        len(store)
+    message = str(info.value)
+    assert message.startswith(f"{path}: the generation store is unreadable (")
+    assert f"move it away, with its -wal and -shm files (mv {path} {path}.bad)" in message
+    assert "\n" not in message
+
+
+def test_an_unreadable_row_is_named_and_deleting_it_as_told_recovers(tmp_path):
+    path = tmp_path / "gen.sqlite"
+    with GenerationStore(path) as store:
+        store.put_many([("m", p, PARAMS, 0, _gen(p)) for p in PROMPTS])
+    bad = generation_key("m", PROMPTS[1], PARAMS, 0)
+    db = sqlite3.connect(path)
+    with db:
+        db.execute('UPDATE generations SET generation = \'{"text": "cut\' WHERE key = ?', (bad,))
+    db.close()
+    keys = [generation_key("m", p, PARAMS, 0) for p in PROMPTS]
+    with GenerationStore(path) as store, pytest.raises(CorruptStore) as info:
+        store.get_many(keys)
+    message = str(info.value)
+    assert message.startswith(f"{path}: stored generation {bad!r} is unreadable (")
+    command = f"DELETE FROM generations WHERE key = '{bad}'"
+    assert f'delete that row (sqlite3 {path} "{command}")' in message
+    db = sqlite3.connect(path)  # what the message says to do
+    with db:
+        db.execute(command)
+    db.close()
+    with GenerationStore(path) as store:
+        assert sorted(store.get_many(keys)) == sorted(k for k in keys if k != bad)

@@ -74,16 +74,26 @@ A server started with `--api-key KEY` (vLLM, SGLang) wants that key as a Bearer 
 placeholder "EMPTY" is sent, never `OPENAI_API_KEY`: a key goes only where it was given for. A
 server's error page may echo the request's headers: every error text is stripped of the key.
 
-Errors: the openai client retries connection errors, timeouts (`timeout`: seconds a request may
-wait in silence while reading, or to connect, at most 10 s) and HTTP 408/409/429/5xx itself, with
-exponential backoff (0.5 s doubling to 8 s, jittered; a `Retry-After` of up to 2 minutes
-honoured) up to `max_retries` times; a request that still fails moves on to the next endpoint
-(each endpoint once; one that failed so in the last minute is tried last), and after the last
-`HTTPBackendError` says what failed and how often. A
-404 or 400 whose message is about the model or adapter raises `ModelNotServedError` at once,
-naming the model and the models the server does serve (see above for how adapters are named). A
-401/403 says the server wants an API key. Any other 4xx raises `HTTPBackendError` at once
-(retrying a bad request cannot help).
+Timeouts (`HTTPTimeouts`, one per phase of a request): a request is not streamed, so the server
+sends nothing until its completion is whole, and the read timeout bounds the whole generation of
+one request (its wait in the server's queue included), not only a silence. The defaults make a
+server that accepts connections and never answers fail within 2 minutes (110 s:
+`HTTPTimeouts.worst_case_seconds`), where 600 s x 6 attempts made a run wait an hour before;
+rmlib.config's generation.http_* parameters say why each number. A generation longer than the
+read timeout (thousands of new tokens, or a server queue much deeper than its batch) needs `read`
+raised (generation.http_read_timeout); streaming the answer would bound only the silence, but
+is not done here.
+
+Errors: the openai client retries connection errors, timeouts and HTTP 408/409/429/5xx itself,
+with exponential backoff (0.5 s doubling to 8 s, jittered; a `Retry-After` of up to 2 minutes
+honoured) up to `max_retries` times (default 0: a hung server does not get better within a
+minute, and a retry costs a whole read timeout); a request that still fails moves on to the next
+endpoint (each endpoint once; one that failed so in the last minute is tried last), and after the
+last `HTTPBackendError` says what failed and how often. A 404 or 400 whose message is about the
+model or adapter raises `ModelNotServedError` at once, naming the model and the models the server
+does serve (see above for how adapters are named). A 401/403 says the server wants an API key.
+Any other 4xx raises `HTTPBackendError` at once (retrying a bad request cannot help). Every error
+names the endpoint's URL and the model.
 """
 
 from __future__ import annotations
@@ -100,8 +110,10 @@ from typing import Any, Literal, TypeVar
 
 import httpx2
 import openai
+from openai import _constants as openai_constants
 from openai.types import Completion, CompletionChoice
 
+from rmlib.config import GenerationSection
 from rmlib.generation.base import Generation, SamplingParams, sample_seed
 
 SeedMode = Literal["per_sample", "server_n"]
@@ -114,6 +126,51 @@ _DOWN_SECONDS = 60.0  # an endpoint that failed for good is tried last for this 
 # set per request, counted by the clients' request hook, which runs in the task that sends.
 _ATTEMPTS: ContextVar[list[int] | None] = ContextVar("rmlib_http_attempts", default=None)
 T = TypeVar("T")
+
+
+def _run_default(name: str) -> Any:
+    """A generation.http_* parameter's default: rmlib.config documents the numbers and why."""
+    return GenerationSection.__dataclass_fields__[f"http_{name}"].default
+
+
+@dataclass(frozen=True)
+class HTTPTimeouts:
+    """Seconds each phase of one HTTP request may take (httpx's connect, read, write, pool), and
+    the openai client's retries of a failed request per endpoint. The defaults are a run's
+    (generation.http_connect_timeout etc.; rmlib.config says why each number): a server that
+    accepts and never answers fails a request within `worst_case_seconds()` <= 120 s."""
+
+    connect: float = _run_default("connect_timeout")
+    read: float = _run_default("read_timeout")
+    write: float = _run_default("write_timeout")
+    pool: float = _run_default("pool_timeout")
+    max_retries: int = _run_default("max_retries")
+
+    def __post_init__(self) -> None:
+        if min(self.connect, self.read, self.write, self.pool) <= 0 or self.max_retries < 0:
+            raise ValueError(f"timeouts must be > 0 and max_retries >= 0, got {self}")
+
+    def httpx(self) -> httpx2.Timeout:
+        return httpx2.Timeout(
+            connect=self.connect, read=self.read, write=self.write, pool=self.pool
+        )
+
+    def worst_case_seconds(self, endpoints: int = 1) -> float:
+        """The longest a request can take to fail: every attempt on every endpoint spends each
+        phase's whole timeout, plus the client's longest backoff before each retry (a
+        Retry-After header, which a hung server does not send, can add up to 2 minutes)."""
+        attempt = self.connect + self.write + self.pool + self.read
+        backoff = sum(
+            min(openai_constants.INITIAL_RETRY_DELAY * 2**k, openai_constants.MAX_RETRY_DELAY)
+            for k in range(self.max_retries)
+        )
+        return endpoints * (attempt * (self.max_retries + 1) + backoff)
+
+    def describe(self) -> str:
+        return (
+            f"timeouts: connect {self.connect:g}s, read {self.read:g}s; "
+            f"{self.max_retries} retries per endpoint"
+        )
 
 
 class HTTPBackendError(RuntimeError):
@@ -162,9 +219,9 @@ class HTTPBackend:
     (`rmlib.models.model_identity(base, precision=..., adapter=DIR)` hashes the adapter) lest an
     adapter retrained and served under the same name reuse the old one's stored generations.
     Wrap it in a CachedBackend with large `chunk_prompts` (hundreds): each chunk waits for its
-    slowest request. concurrency: requests in flight at once, over all endpoints. timeout:
-    seconds a request may wait to connect, or in silence while reading, before it counts as
-    failed. max_retries: the openai client's retries of a transient failure, per endpoint.
+    slowest request. concurrency: requests in flight at once, over all endpoints. timeouts:
+    `HTTPTimeouts` (per phase of a request, and the openai client's retries of a transient
+    failure per endpoint).
     seed_mode: see the module docstring. logprobs: the `logprobs` request field (the chosen
     token's log-prob always comes back; >0 adds that many top alternatives, unused here).
     api_key: sent as a Bearer token; None: no key (the environment is not read). extra_body:
@@ -183,8 +240,7 @@ class HTTPBackend:
         *,
         identity: str | None = None,
         concurrency: int = 256,
-        timeout: float = 600.0,
-        max_retries: int = 5,
+        timeouts: HTTPTimeouts = HTTPTimeouts(),
         seed_mode: SeedMode = "per_sample",
         logprobs: int = 1,
         api_key: str | None = None,
@@ -195,16 +251,15 @@ class HTTPBackend:
         urls = [endpoints] if isinstance(endpoints, str) else list(endpoints)
         if not urls or not model:
             raise ValueError("HTTPBackend needs at least one endpoint and a model name")
-        if concurrency < 1 or timeout <= 0 or max_retries < 0:
-            raise ValueError("concurrency >= 1, timeout > 0, max_retries >= 0")
+        if concurrency < 1:
+            raise ValueError(f"concurrency must be >= 1, got {concurrency}")
         if seed_mode not in ("per_sample", "server_n"):
             raise ValueError(f"seed_mode must be 'per_sample' or 'server_n', got {seed_mode!r}")
         self.endpoints = [_api_base(u) for u in urls]
         self.model = model
         self.identity = identity or f"http:{model}"
         self.concurrency = concurrency
-        self.timeout = timeout
-        self.max_retries = max_retries
+        self.timeouts = timeouts
         self.seed_mode: SeedMode = seed_mode
         self.logprobs = logprobs
         self.api_key = api_key or None
@@ -300,7 +355,7 @@ class HTTPBackend:
         except openai.APIStatusError as e:
             raise self._status_error(url, e) from None
         except openai.APIError as e:
-            raise HTTPBackendError(f"{url}: {_describe(e, self.api_key)}") from None
+            raise self._error(url, _describe(e, self.api_key)) from None
 
     # ------------------------------------------------------------------ requests
 
@@ -318,8 +373,8 @@ class HTTPBackend:
             # the client wants a key, and reads OPENAI_API_KEY when given None: a placeholder,
             # which a server started without --api-key ignores
             api_key=self.api_key or "EMPTY",
-            timeout=openai.Timeout(self.timeout, connect=min(self.timeout, 10.0)),
-            max_retries=self.max_retries,
+            timeout=self.timeouts.httpx(),
+            max_retries=self.timeouts.max_retries,
             http_client=http,
         )
 
@@ -386,49 +441,54 @@ class HTTPBackend:
         return got
 
     async def _complete(self, job: _Job) -> list[tuple[tuple[int, int], Generation]]:
-        answer = await self._create(job.request)
+        answer, url = await self._create(job.request)
         choices = sorted(answer.choices, key=lambda c: c.index)
         if len(choices) != len(job.samples):
-            raise HTTPBackendError(
-                f"server answered {len(choices)} choices for n={len(job.samples)} "
-                f"(model {self.model!r})"
+            raise self._error(
+                url, f"the server answered {len(choices)} choices for n={len(job.samples)}"
             )
         prompt_tokens = answer.usage.prompt_tokens if answer.usage else 0
-        gens = [_generation(c, prompt_tokens) for c in choices]
+        try:
+            gens = [_generation(c, prompt_tokens) for c in choices]
+        except ValueError as e:
+            raise self._error(url, str(e)) from None
         self.stats.prompt_tokens += prompt_tokens
         self.stats.generated_tokens += sum(g.n_tokens for g in gens)
         return [((job.prompt, s), g) for s, g in zip(job.samples, gens, strict=True)]
 
-    async def _create(self, request: dict[str, Any]) -> Completion:
-        """One completions request: retried by the client on its endpoint, then on the next."""
+    async def _create(self, request: dict[str, Any]) -> tuple[Completion, str]:
+        """One completions request: retried by the client on its endpoint, then on the next.
+        Returns the answer and the URL that gave it."""
         attempts, failures = [0], []
         refused: tuple[int, openai.APIStatusError] | None = None
         token = _ATTEMPTS.set(attempts)
         try:
             for i in self._endpoint_order():
+                url = f"{self.endpoints[i]}/completions"
                 try:
-                    return await self.clients[i].completions.create(**request)
+                    return await self.clients[i].completions.create(**request), url
                 except openai.APIStatusError as e:
                     if not _transient(e.status_code):
                         refused = (i, e)
                         break
-                    failures.append(f"{self.endpoints[i]}: {_describe(e, self.api_key)}")
+                    failures.append((url, _describe(e, self.api_key)))
                 except openai.APIConnectionError as e:  # timeouts included
-                    failures.append(f"{self.endpoints[i]}: {_describe(e, self.api_key)}")
+                    failures.append((url, _describe(e, self.api_key)))
                 except openai.APIError as e:  # an answer the client could not read
-                    raise HTTPBackendError(
-                        f"{self.endpoints[i]}: {_describe(e, self.api_key)}"
-                    ) from None
+                    raise self._error(url, _describe(e, self.api_key)) from None
                 self._down_until[i] = time.monotonic() + _DOWN_SECONDS
         finally:
             _ATTEMPTS.reset(token)
             self.stats.retries += max(attempts[0] - 1, 0)
         if refused is not None:  # after the count: the model list asked for here is no retry
             raise await self._refused(*refused)
-        raise HTTPBackendError(
-            f"completions request for model {self.model!r} failed {attempts[0]} times "
-            f"(timeout {self.timeout:g}s, {self.max_retries} retries per endpoint); "
-            f"last error: {failures[-1]}"
+        url, last = failures[-1]
+        others = [u for u, _ in failures[:-1] if u != url]
+        tried = f"; also failed at {', '.join(others)}" if others else ""
+        raise self._error(
+            url,
+            f"the request failed {attempts[0]} time{'s' * (attempts[0] != 1)} "
+            f"({self.timeouts.describe()}){tried}; last error: {last}",
         )
 
     async def _refused(self, i: int, e: openai.APIStatusError) -> HTTPBackendError:
@@ -454,20 +514,27 @@ class HTTPBackend:
         message = _error_message(e, self.api_key)
         if e.status_code in (401, 403):
             sent = "the key sent was refused" if self.api_key else "none was sent"
-            return HTTPBackendError(
-                f"{url}: HTTP {e.status_code}: {message}. The server wants an API key "
+            return self._error(
+                url,
+                f"HTTP {e.status_code}: {message}. The server wants an API key "
                 f"(--api-key) and {sent}: pass api_key (a run: set generation.api_key_env to "
-                "the environment variable holding it)."
+                "the environment variable holding it).",
             )
         if e.status_code == 404:
-            return HTTPBackendError(
-                f"{url}: HTTP 404: {message} (an endpoint is the server's base URL, e.g. "
-                "http://host:8000 or http://host:8000/v1)"
+            return self._error(
+                url,
+                f"HTTP 404: {message} (an endpoint is the server's base URL, e.g. "
+                "http://host:8000 or http://host:8000/v1)",
             )
-        return HTTPBackendError(f"{url}: HTTP {e.status_code}: {message}")
+        return self._error(url, f"HTTP {e.status_code}: {message}")
+
+    def _error(self, url: str, what: str) -> HTTPBackendError:
+        """The one form of this backend's errors: where (URL), for which model, what."""
+        return HTTPBackendError(f"{url} (model {self.model!r}): {what}")
 
     async def _served(self, i: int) -> list[Any]:
-        page = await self.clients[i].models.list(timeout=min(self.timeout, 30.0))
+        # a model list is small and quick: the read timeout of a whole generation is too long
+        page = await self.clients[i].models.list(timeout=min(self.timeouts.read, 30.0))
         return list(page.data)
 
     async def _sent(self, request: httpx2.Request) -> None:
@@ -566,11 +633,11 @@ def _reported_length(card: Any) -> int | None:
 def _generation(choice: CompletionChoice, prompt_tokens: int) -> Generation:
     finish = choice.finish_reason
     if finish not in ("stop", "length"):
-        raise HTTPBackendError(f"unexpected finish_reason {finish!r} (want 'stop' or 'length')")
+        raise ValueError(f"unexpected finish_reason {finish!r} (want 'stop' or 'length')")
     lp = choice.logprobs
     values = lp.token_logprobs if lp is not None else None
     if values is None or any(v is None for v in values):
-        raise HTTPBackendError(
+        raise ValueError(
             "the server returned no per-token log-probs (`logprobs.token_logprobs`): it must "
             "support the completions `logprobs` field"
         )

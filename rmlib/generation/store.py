@@ -11,6 +11,7 @@ committed chunk survives the process being killed.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import os
 import sqlite3
@@ -46,6 +47,10 @@ LENGTH_BUCKET_CHARS = 64
 StoreItem = tuple[str, str, SamplingParams, int, Generation]
 
 
+class CorruptStore(ValueError):
+    """The store file, or one of its rows, cannot be read; says which and what to do."""
+
+
 def prompt_sha(prompt: str) -> str:
     return hashlib.sha256(prompt.encode("utf-8")).hexdigest()
 
@@ -58,10 +63,37 @@ class GenerationStore:
         self.path.parent.mkdir(parents=True, exist_ok=True)
         # timeout: wait for another process's write instead of failing with "database is locked"
         self._db = sqlite3.connect(self.path, timeout=timeout)
-        self._db.execute("PRAGMA journal_mode=WAL")
-        self._db.execute("PRAGMA synchronous=NORMAL")  # WAL + NORMAL: commits survive a kill
-        self._db.execute(_SCHEMA)
-        self._db.commit()
+        with self._readable():
+            self._db.execute("PRAGMA journal_mode=WAL")
+            self._db.execute("PRAGMA synchronous=NORMAL")  # WAL + NORMAL: commits survive a kill
+            self._db.execute(_SCHEMA)
+            self._db.commit()
+
+    @contextlib.contextmanager
+    def _readable(self) -> Iterator[None]:
+        """SQLite's "file is not a database" / "disk image is malformed" as one line naming the
+        file and what to do. A killed write cannot cause them (WAL rolls back what was not
+        committed): a file overwritten, truncated by a full disk or copied half-way can."""
+        try:
+            yield
+        except sqlite3.DatabaseError as e:
+            if isinstance(e, sqlite3.OperationalError) and "locked" in str(e):
+                raise  # another process's long write, not a damaged file
+            raise CorruptStore(
+                f"{self.path}: the generation store is unreadable ({e}); move it away, with its "
+                f"-wal and -shm files (mv {self.path} {self.path}.bad), and run again: the "
+                "generations it held are made again"
+            ) from None
+
+    def _generation(self, key: str, text: str) -> Generation:
+        try:
+            return Generation.from_json(text)
+        except (ValueError, TypeError) as e:  # bad JSON, or not a Generation's fields
+            raise CorruptStore(
+                f"{self.path}: stored generation {key!r} is unreadable ({e}); delete that row "
+                f"(sqlite3 {self.path} \"DELETE FROM generations WHERE key = '{key}'\") and run "
+                "again to make it anew"
+            ) from None
 
     def get_many(self, keys: Iterable[str]) -> dict[str, Generation]:
         """The stored generations among `keys` (absent keys are simply missing from the dict)."""
@@ -71,8 +103,10 @@ class GenerationStore:
             part = wanted[i : i + _QUERY_CHUNK]
             marks = ",".join("?" * len(part))
             sql = f"SELECT key, generation FROM generations WHERE key IN ({marks})"
-            for key, text in self._db.execute(sql, part):
-                found[key] = Generation.from_json(text)
+            with self._readable():
+                rows = self._db.execute(sql, part).fetchall()
+            for key, text in rows:
+                found[key] = self._generation(key, text)
         return found
 
     def put_many(self, items: Iterable[StoreItem]) -> int:
@@ -93,7 +127,7 @@ class GenerationStore:
             )
             for ident, prompt, params, index, gen in items
         ]
-        with self._db:  # commits on success, rolls back on error
+        with self._readable(), self._db:  # the transaction commits on success, rolls back on error
             before = self._db.total_changes
             self._db.executemany(
                 "INSERT OR IGNORE INTO generations VALUES (?, ?, ?, ?, ?, ?, ?)", rows
@@ -101,14 +135,15 @@ class GenerationStore:
             return self._db.total_changes - before
 
     def __len__(self) -> int:
-        return self._db.execute("SELECT COUNT(*) FROM generations").fetchone()[0]
+        return self.count()
 
     def count(self, identity: str | None = None) -> int:
         """Rows stored, for one model identity or all."""
-        if identity is None:
-            return len(self)
-        sql = "SELECT COUNT(*) FROM generations WHERE identity = ?"
-        return self._db.execute(sql, (identity,)).fetchone()[0]
+        sql, args = "SELECT COUNT(*) FROM generations", ()
+        if identity is not None:
+            sql, args = f"{sql} WHERE identity = ?", (identity,)
+        with self._readable():
+            return self._db.execute(sql, args).fetchone()[0]
 
     def close(self) -> None:
         self._db.close()

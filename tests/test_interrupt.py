@@ -1,0 +1,118 @@
+"""Ctrl-C during `rmlib run`: one line, exit 130, no traceback, no kernel left behind.
+
+A helper script runs the real command line on a one-cell notebook that blocks (it writes its
+kernel's pid, then sleeps); the test sends SIGINT to the process group, as a terminal's Ctrl-C
+does, and checks what the user sees and that the kernel process is gone.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+
+HELPER = """
+import sys
+from pathlib import Path
+
+import rmlib.run
+import rmlib.run_folder
+from rmlib.cli import main
+
+root = Path(sys.argv[1])
+# notebooks/ of the test, not the project's (the params check and the runner both look there)
+rmlib.run.project_root = rmlib.run_folder.project_root = lambda: root
+sys.exit(main(["run", str(root / "params.yaml")]))
+"""
+
+BLOCKING_CELL = """
+import os, pathlib, time
+pathlib.Path(os.environ["RMLIB_TEST_KERNEL_PID"]).write_text(str(os.getpid()))
+time.sleep(120)
+"""
+
+
+def _notebook(source: str) -> dict:
+    cell = {"cell_type": "code", "metadata": {}, "outputs": [], "execution_count": None}
+    return {
+        "cells": [{**cell, "source": source}],
+        "metadata": {
+            "kernelspec": {"name": "python3", "display_name": "Python 3", "language": "python"}
+        },
+        "nbformat": 4,
+        "nbformat_minor": 5,
+    }
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    return True
+
+
+def test_ctrl_c_during_a_run_prints_one_line_and_leaves_no_kernel(tmp_path):
+    (tmp_path / "notebooks").mkdir()
+    (tmp_path / "notebooks" / "block.ipynb").write_text(json.dumps(_notebook(BLOCKING_CELL)))
+    run_dir = tmp_path / "outputs" / "block"
+    params = {
+        "run": {"name": "block", "output_root": str(tmp_path / "outputs"), "notebooks": ["block"]},
+        "model": {
+            "backbone": "embedded:tiny-qwen3",
+            "precision": "fp32",
+            "train_precision": "fp32",
+        },
+    }
+    (tmp_path / "params.yaml").write_text(json.dumps(params))  # JSON is YAML
+    (tmp_path / "helper.py").write_text(HELPER)
+    pid_file = tmp_path / "kernel.pid"
+    env = dict(os.environ, RMLIB_TEST_KERNEL_PID=str(pid_file), PYTHONUNBUFFERED="1")
+    proc = subprocess.Popen(
+        [sys.executable, str(tmp_path / "helper.py"), str(tmp_path)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=env,
+        start_new_session=True,  # its own process group: the test's Ctrl-C reaches only it
+    )
+    try:
+        deadline = time.monotonic() + 90
+        while not pid_file.exists() or not pid_file.read_text():
+            assert proc.poll() is None, proc.communicate()
+            assert time.monotonic() < deadline, "the notebook's cell never started"
+            time.sleep(0.2)
+        kernel = int(pid_file.read_text())
+        os.killpg(proc.pid, signal.SIGINT)  # what a terminal's Ctrl-C sends
+        out, err = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+    assert "Traceback" not in err + out, err
+    assert proc.returncode == 130, err
+    lines = [line for line in err.splitlines() if "interrupted" in line]
+    assert lines == [
+        f"rmlib: interrupted: run again with the same command to resume from {run_dir}"
+    ], err
+    state = run_dir / "state.json"  # the resume stays clean: the notebook is not marked done
+    assert not state.exists() or "block" not in json.loads(state.read_text())
+    deadline = time.monotonic() + 10
+    while _alive(kernel) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert not _alive(kernel), "the notebook's kernel was left running"
+
+
+def test_ctrl_c_in_any_command_is_one_line_and_exit_130(monkeypatch, capsys):
+    import rmlib.scoring
+    from rmlib.cli import main
+
+    def interrupted(*args, **kwargs):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(rmlib.scoring, "score_file", interrupted)
+    assert main(["score", "predictions.jsonl", "--benchmark", "rewardbench"]) == 130
+    assert capsys.readouterr().err == "rmlib: interrupted\n"
