@@ -143,7 +143,7 @@ def execute(
     if name:
         cfg.run.name = name
     check_device(cfg)
-    check_trl_keys(cfg)
+    preflight(cfg)
     run = RunFolder(Path(cfg.run.output_root) / cfg.run.name)
     _start_log(run)
     run.write_params(cfg)
@@ -153,9 +153,7 @@ def execute(
     library = library_hash()
     results: list[NotebookResult] = []
     for nb in cfg.run.notebooks:
-        src = project_root() / "notebooks" / f"{nb}.ipynb"
-        if not src.exists():
-            raise NotebookFailed(f"notebook {src} does not exist (run.notebooks in {params_file})")
+        src = notebook_source(nb)
         stamp = {"params_hash": phash, "notebook_hash": _file_hash(src), "library_hash": library}
         done = state.get(nb, {})
         stale = [k.removesuffix("_hash") for k, v in stamp.items() if done.get(k) != v]
@@ -239,6 +237,31 @@ def check_device(cfg: RunConfig, cuda: bool | None = None) -> None:
             f"{cfg.source}: model.backbone {backbone!r} needs a CUDA device and none is visible; "
             "set model.allow_cpu: true to run it on the CPU anyway (slow)"
         )
+
+
+def notebook_source(name: str) -> Path:
+    return project_root() / "notebooks" / f"{name}.ipynb"
+
+
+def preflight(cfg: RunConfig) -> None:
+    """The checks of a params file beyond its load that need no device and no torch, run before
+    any work by `rmlib run` and by its `--dry-run` alike (check_device is the run's alone: a dry
+    run plans for a GPU this machine may not have)."""
+    check_notebooks(cfg)
+    check_trl_keys(cfg)
+
+
+def check_notebooks(cfg: RunConfig) -> None:
+    """Every notebook of run.notebooks exists, so a typo in the last one fails before the first
+    runs, not hours later."""
+    from rmlib.config import ConfigError
+
+    for i, nb in enumerate(cfg.run.notebooks):
+        if not notebook_source(nb).is_file():
+            known = ", ".join(sorted(p.stem for p in notebook_source(nb).parent.glob("*.ipynb")))
+            raise ConfigError(
+                f"{cfg.source}: 'run.notebooks[{i}]': no notebook {nb!r} (known: {known})"
+            )
 
 
 def check_trl_keys(cfg: RunConfig) -> None:
