@@ -539,16 +539,22 @@ def _sections(data: dict[str, Any], source: str) -> RunConfig:
 
 
 def _check_sources(cfg: RunConfig) -> None:
-    """Every dataset names a registered source (the registry lives with the loaders)."""
+    """Every dataset names a registered source (the registry lives with the loaders), and a
+    source with no hub copy has a path (else 01 would fail on it, after nothing useful)."""
     from rmlib.data import get_source
 
     specs = {"data.train": cfg.data.train}
     specs.update({f"data.eval[{i}]": s for i, s in enumerate(cfg.data.eval)})
     for where, spec in specs.items():
         try:
-            get_source(spec.source)
+            source = get_source(spec.source)
         except ValueError as e:
             raise ConfigError(f"{cfg.source}: '{where}.source': {e}") from None
+        if source.path_required and spec.path is None:
+            raise ConfigError(
+                f"{cfg.source}: '{where}.path': source {source.name!r} has no hub copy; set "
+                "path to a local copy (file or folder)"
+            )
 
 
 def load_config(path: str | Path, overrides: dict[str, Any] | None = None) -> RunConfig:

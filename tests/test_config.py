@@ -71,6 +71,10 @@ BAD_PARAMS = [
     ),
     ({"data": {"train": {"source": "nope"}}}, r"'data.train.source': unknown data source"),
     (
+        {"data": {"eval": [{"source": "demo"}, {"source": "rmb"}]}},
+        r"'data.eval\[1\].path': source 'rmb' has no hub copy; set path to a local copy",
+    ),
+    (
         {"eval": {"models": ["base", "unifed"]}},
         r"'eval.models\[1\]': .*'base', 'rft', 'same_volume', 'unified' or "
         r"'refl_only'.*got 'unifed'",
