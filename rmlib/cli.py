@@ -15,7 +15,9 @@ import sys
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from rmlib.config import ConfigError
+import yaml
+
+from rmlib.config import ConfigError, read_yaml
 from rmlib.data._io import HubUnavailable
 from rmlib.data.pair import DataError
 from rmlib.run import NotebookFailed, RunFolderBusy
@@ -34,6 +36,36 @@ EXPECTED_ERRORS: tuple[type[BaseException], ...] = (
     NotebookFailed,
     RunFolderBusy,
 )
+
+
+# ---------------------------------------------------------------- numeric options
+# argparse types: a value out of range is argparse's one-line usage error (exit 2) at parse
+# time, before any data is read.
+
+
+def _number(text: str, kind: type, low: float, high: float | None, allowed: str) -> Any:
+    try:
+        value = kind(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected {allowed}, got {text!r}") from None
+    if not low <= value or (high is not None and value > high):  # NaN fails low <= value
+        raise argparse.ArgumentTypeError(f"expected {allowed}, got {text!r}")
+    return value
+
+
+def _count(text: str) -> int:
+    """An int >= 1 (resamples, samples)."""
+    return _number(text, int, 1, None, "an integer >= 1")
+
+
+def _seed(text: str) -> int:
+    """An int >= 0."""
+    return _number(text, int, 0, None, "an integer >= 0")
+
+
+def _share(text: str) -> float:
+    """A float in [0, 1]."""
+    return _number(text, float, 0.0, 1.0, "a number in [0, 1]")
 
 
 # ---------------------------------------------------------------- rmlib data ...
@@ -69,7 +101,7 @@ def _add_data(sub: argparse._SubParsersAction) -> None:
     )
     stats.add_argument("--config", help="dataset config (HH-RLHF: its data_dir)")
     stats.add_argument("--split", help="split (default: the source's)")
-    stats.add_argument("--seed", type=int, default=0, help="placement seed (default 0)")
+    stats.add_argument("--seed", type=_seed, default=0, help="placement seed (default 0)")
     stats.add_argument(
         "--on-error",
         choices=("raise", "skip"),
@@ -134,13 +166,13 @@ def _add_score(sub: argparse._SubParsersAction) -> None:
     score.add_argument("--split", help="benchmark split (default: the source's)")
     score.add_argument(
         "--seed",
-        type=int,
+        type=_seed,
         default=0,
         help="placement seed the predictions were made with (default 0)",
     )
     score.add_argument(
         "--failure-credit",
-        type=float,
+        type=_share,
         default=0.0,
         help="credit for a parse failure (default 0; upstream RewardBench: 0.5)",
     )
@@ -150,7 +182,7 @@ def _add_score(sub: argparse._SubParsersAction) -> None:
         default="given",
         help="which order's rows the accuracy reads (default given)",
     )
-    score.add_argument("--n-boot", type=int, default=1000, help="bootstrap resamples")
+    score.add_argument("--n-boot", type=_count, default=1000, help="bootstrap resamples (>= 1)")
     score.set_defaults(func=_score)
 
 
@@ -179,13 +211,15 @@ def _score(args: argparse.Namespace) -> int:
 
 
 def _set_option(text: str) -> tuple[str, Any]:
-    """KEY=VALUE for a params override, VALUE read as YAML (3, true, [1, 2], 4:1 stays text)."""
-    import yaml
-
+    """KEY=VALUE for a params override, VALUE read as a params file's YAML (3, true, [1, 2];
+    4:1 stays the text '4:1', not YAML 1.1's base-60 number 241)."""
     key, sep, raw = text.partition("=")
     if not sep or not key:
         raise argparse.ArgumentTypeError(f"expected dotted.key=VALUE, got {text!r}")
-    return key, yaml.safe_load(raw)
+    try:
+        return key, read_yaml(raw)
+    except yaml.YAMLError as e:
+        raise argparse.ArgumentTypeError(f"{key}: not a YAML value: {raw!r}") from e
 
 
 def _add_run(sub: argparse._SubParsersAction) -> None:
@@ -255,6 +289,7 @@ def _run(args: argparse.Namespace) -> int:
         if args.name:  # validated as the params' run.name is
             overrides["run.name"] = args.name
         cfg = load_config(args.params, overrides)
+        runner.preflight(cfg)
         if args.gpu is not None:
             try:
                 gpu_class(args.gpu)
@@ -283,10 +318,11 @@ def _sweep(args: argparse.Namespace) -> int:
     if args.dry_run:
         from rmlib.plan import plan as plan_run
 
-        base = load_config(args.params)
-        plans = [
-            {"point": p, "plan": plan_run(load_config(args.params, p))} for p in sweep_points(base)
-        ]
+        plans = []
+        for point in sweep_points(load_config(args.params)):
+            cfg = load_config(args.params, point)
+            runner.preflight(cfg)
+            plans.append({"point": point, "plan": plan_run(cfg)})
         print(json.dumps(plans, indent=2))
         return 0
     out = runner.sweep(args.params)

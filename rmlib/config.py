@@ -5,12 +5,14 @@ dataclass; each field carries its documentation in `metadata["doc"]`, so `rmlib 
 (and the run manifest) can print what each value means. Sections owned by a module (inference,
 mix, warm-up, GRPO) are that module's dataclass: the default lives in exactly one place.
 
-The whole file is validated at load, before any work: pydantic validates each section's
-dataclass (its `Literal` types carry the allowed values, `__pydantic_config__ = PARAMS` makes an
-unknown key an error), the sections' own `__post_init__` checks run, then the checks that span
-sections (data sources in the registry, every sweep point). A mistake is one `ConfigError` line
-naming the file, the dotted key, the bad value and what is allowed: a typo never silently falls
-back to a default, and never fails hours into a run.
+The whole file is validated at load, before any work: it must be a non-empty mapping; pydantic
+validates each section's dataclass (its `Literal` types carry the allowed values, every number's
+type its range (`Count`, `Share`, ... below), `__pydantic_config__ = PARAMS` makes an unknown key
+an error), the sections' own `__post_init__` checks run, then the checks that span sections (data
+sources in the registry, every sweep point). Ranges are checked by this validation only: a
+section built directly in Python (`ReflectConfig(n_samples=0)`) is not range-checked. A mistake
+is one `ConfigError` line naming the file, the dotted key, the bad value and what is allowed: a
+typo never silently falls back to a default, and never fails hours into a run.
 """
 
 from __future__ import annotations
@@ -26,7 +28,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, Literal
 
 import yaml
-from pydantic import AfterValidator, ConfigDict, TypeAdapter, ValidationError
+from pydantic import AfterValidator, ConfigDict, Field, TypeAdapter, ValidationError
 
 if TYPE_CHECKING:
     from rmlib.reflect.settings import ReflectConfig
@@ -51,6 +53,19 @@ class ConfigError(ValueError):
 # unknown keys are errors. Lax mode on purpose: YAML already types its scalars, and lax parsing
 # accepts `1e-6`, which YAML 1.1 reads as a string, for a float.
 PARAMS = ConfigDict(extra="forbid")
+
+# The ranges of the params' numbers, checked at load like any other type (a bad one is the same
+# one line: file, dotted key, value, what is allowed). Floats are finite: YAML's .nan and .inf
+# parse, and nan would pass every range check.
+Count = Annotated[int, Field(ge=1)]  # a number of things, steps or tokens: at least one
+CountOrOff = Annotated[int, Field(ge=0)]  # 0 means "off" / "none" (the field's doc says which)
+Seed = Annotated[int, Field(ge=0)]
+Positive = Annotated[float, Field(gt=0, allow_inf_nan=False)]  # learning rates, temperatures
+NonNegative = Annotated[float, Field(ge=0, allow_inf_nan=False)]
+Share = Annotated[float, Field(ge=0, le=1, allow_inf_nan=False)]  # a fraction in [0, 1]
+OpenShare = Annotated[float, Field(gt=0, le=1, allow_inf_nan=False)]  # (0, 1]: top_p, memory
+Dropout = Annotated[float, Field(ge=0, lt=1, allow_inf_nan=False)]  # 1 would drop everything
+Finite = Annotated[float, Field(allow_inf_nan=False)]
 
 Backend = Literal["hf", "vllm", "http"]
 Precision = Literal["auto", "nf4", "bf16", "fp32"]
@@ -114,7 +129,7 @@ class RunSection:
     name: Annotated[str, AfterValidator(check_run_name)] = doc(
         "Run name: the folder under output_root (one plain folder name).", "run"
     )
-    seed: int = doc("Master seed; every random choice of the run derives from it.", 0)
+    seed: Seed = doc("Master seed; every random choice of the run derives from it.", 0)
     output_root: str = doc("Where run folders go (any folder).", "outputs")
     notebooks: list[Annotated[str, AfterValidator(check_notebook)]] = doc(
         "Notebooks to execute, in order (stems of notebooks/*.ipynb, e.g. 01_data).",
@@ -170,7 +185,7 @@ class DatasetSpec:
     path: str | None = doc("Hub id (default) or local file/folder in the hub layout.", None)
     split: str | None = doc("Split; None = the source's evaluation/default split.", None)
     config: str | None = doc("Dataset config (HelpSteer3 'preference', HH-RLHF data_dir).", None)
-    n: int | None = doc("Subsample this many pairs (seeded); None = all.", None)
+    n: Count | None = doc("Subsample this many pairs (seeded); None = all.", None)
     on_error: Literal["raise", "skip"] = doc(
         "Bad rows: 'raise' (default) or 'skip' (counted).", "raise"
     )
@@ -183,7 +198,7 @@ class DataSection:
 
     train: DatasetSpec = doc("Preference source for the training rollouts.", DatasetSpec())
     eval: list[DatasetSpec] = doc("Evaluation sets.", [])
-    subsample_seed: int | None = doc("Seed for subsampling; None = run.seed.", None)
+    subsample_seed: Seed | None = doc("Seed for subsampling; None = run.seed.", None)
 
 
 @dataclass
@@ -198,14 +213,14 @@ class GenerationSection:
         "serve commands).",
         "hf",
     )
-    max_batch_tokens: int = doc(
+    max_batch_tokens: Count = doc(
         "backend 'hf': token budget per generation batch (prompt + new tokens, summed over "
         "sequences); on CUDA lowered to what the card's free memory holds at the model's KV "
         "bytes a token (run.log says so), and a batch that still runs out of memory is split.",
         16384,
     )
-    max_batch_size: int = doc("backend 'hf': most sequences in one batch.", 64)
-    chunk_prompts: int | None = doc(
+    max_batch_size: Count = doc("backend 'hf': most sequences in one batch.", 64)
+    chunk_prompts: Count | None = doc(
         "Prompts per backend call; each call's samples are stored before the next starts (a kill "
         "loses at most one call). None: 64 for 'hf', 512 for 'vllm' and 'http' (an engine keeps "
         "busy only with many requests in flight).",
@@ -213,16 +228,16 @@ class GenerationSection:
     )
     store: str = doc("Generation store, relative to the run folder (SQLite).", "generations.sqlite")
     progress: bool = doc("Show progress bars.", True)
-    gpu_memory_utilization: float = doc(
+    gpu_memory_utilization: OpenShare = doc(
         "backend 'vllm' on CUDA: share of the card vLLM takes for weights + KV cache.", 0.85
     )
-    kv_cache_gib: float | None = doc(
+    kv_cache_gib: Positive | None = doc(
         "backend 'vllm': KV cache size in GiB. None: from gpu_memory_utilization on CUDA, "
         "2 GiB on CPU (the CPU engine would otherwise reserve a share of all host memory).",
         None,
     )
-    max_num_seqs: int = doc("backend 'vllm': most sequences the engine decodes at once.", 256)
-    max_num_batched_tokens: int = doc(
+    max_num_seqs: Count = doc("backend 'vllm': most sequences the engine decodes at once.", 256)
+    max_num_batched_tokens: Count = doc(
         "backend 'vllm': tokens one engine step runs (prefill chunks + decodes); raised to the "
         "longest prompt + new tokens if lower (a seeded prompt must not be split over steps).",
         8192,
@@ -239,7 +254,7 @@ class GenerationSection:
         "ops, several times slower than the merged model); 'auto': lora on CUDA, merged on CPU.",
         "auto",
     )
-    cpu_reserved_cores: int | None = doc(
+    cpu_reserved_cores: CountOrOff | None = doc(
         "backend 'vllm' on CPU: cores left to the engine's scheduler process (None: vLLM's "
         "default, 1). 0 lets its worker compute on every core: on a 2-core machine 86 against "
         "57 tok/s measured (SmolLM2-135M, fp32).",
@@ -259,7 +274,7 @@ class GenerationSection:
         "key itself is never a parameter: params are written into every run folder.",
         None,
     )
-    http_concurrency: int = doc(
+    http_concurrency: Count = doc(
         "backend 'http': requests in flight at once, over all endpoints. A server batches only "
         "what it has been sent: 256 is vLLM's default batch limit (--max-num-seqs; 1024 on "
         "H100-class GPUs) and about what one Qwen3-4B server's KV cache holds at our lengths, "
@@ -269,12 +284,12 @@ class GenerationSection:
     # A hung server (it accepts, never answers) fails a request within (connect + write + pool +
     # read) x (max_retries + 1) + backoff = 110 s with these defaults, under the 2 minutes a run
     # may wait for its first error (rmlib.generation.http.HTTPTimeouts.worst_case_seconds).
-    http_connect_timeout: float = doc(
+    http_connect_timeout: Positive = doc(
         "backend 'http': seconds to open a connection. A reachable server accepts in "
         "milliseconds; 10 s covers SYN retransmissions (1 s, then 3 s) and a slow name lookup.",
         10.0,
     )
-    http_read_timeout: float = doc(
+    http_read_timeout: Positive = doc(
         "backend 'http': seconds a request may wait for the server's answer. Requests are not "
         "streamed, so this bounds one request's whole completion, its wait in the server's queue "
         "included: a 1,024-token judgment takes well under a minute on a GPU server with a full "
@@ -282,17 +297,17 @@ class GenerationSection:
         "much longer generations or a server queue deeper than its batch.",
         90.0,
     )
-    http_write_timeout: float = doc(
+    http_write_timeout: Positive = doc(
         "backend 'http': seconds to send a request (one prompt, tens of KB: it goes into the "
         "socket buffer at once; longer means a broken link).",
         5.0,
     )
-    http_pool_timeout: float = doc(
+    http_pool_timeout: Positive = doc(
         "backend 'http': seconds to wait for a free connection (the requests in flight never "
         "outnumber the pool's connections, so a wait means a broken pool).",
         5.0,
     )
-    http_max_retries: int = doc(
+    http_max_retries: CountOrOff = doc(
         "backend 'http': the openai client's retries of a failed request (connection error, "
         "timeout, HTTP 408/409/429/5xx) per endpoint before it moves on to the next endpoint. 0: "
         "a retry of a timed-out request costs another whole read timeout, and a hung server "
@@ -303,14 +318,6 @@ class GenerationSection:
     def __post_init__(self) -> None:
         if self.backend == "http" and not self.endpoints:
             raise ValueError("generation.backend 'http' needs generation.endpoints (server URLs)")
-        if not 0 < self.gpu_memory_utilization <= 1:
-            raise ValueError("gpu_memory_utilization must be in (0, 1]")
-        timeouts = {k: v for k, v in vars(self).items() if k.startswith("http_") and "timeout" in k}
-        for key, value in timeouts.items():
-            if value <= 0:
-                raise ValueError(f"{key} must be > 0 seconds, got {value}")
-        if self.http_max_retries < 0:
-            raise ValueError(f"http_max_retries must be >= 0, got {self.http_max_retries}")
 
     def prompts_per_call(self) -> int:
         if self.chunk_prompts is not None:
@@ -322,13 +329,13 @@ class GenerationSection:
 class PromptSection:
     __pydantic_config__ = PARAMS
 
-    max_prompt_tokens: int = doc(
+    max_prompt_tokens: Count = doc(
         "Context budget of a judgment (Pref.) prompt: rollouts, stage 1 and greedy judgments, "
         "Pref. training items (paper/ConsistRM: 4,096). Over it (rmlib.prompts): the oldest "
         "earlier turns are dropped first, then the responses cut from their end.",
         4096,
     )
-    max_reflection_prompt_tokens: int = doc(
+    max_reflection_prompt_tokens: Count = doc(
         "Context budget of a reflection (Refl.) prompt, which holds the query, both responses and "
         "two critiques: Refl. items of the mix and the warm-up, stage 2 of inference (~8k as the "
         "sibling paper notes: a 4,096-token pair and two 1,024-token critiques fit whole). Over "
@@ -343,8 +350,6 @@ class PromptSection:
     )
 
     def __post_init__(self) -> None:
-        if self.max_prompt_tokens < 1:
-            raise ValueError("max_prompt_tokens must be >= 1")
         if self.max_reflection_prompt_tokens < self.max_prompt_tokens:
             # a reflection prompt holds everything a judgment prompt holds, and two critiques
             raise ValueError(
@@ -362,9 +367,10 @@ class PromptSection:
 class RolloutSection:
     __pydantic_config__ = PARAMS
 
-    n_samples: int = doc("Judgments per training pair from the untrained backbone (paper: 8).", 8)
-    temperature: float = doc("Sampling temperature of the rollouts (paper: 1.0).", 1.0)
-    max_new_tokens: int = doc("Cap on a rollout judgment's length.", 1024)
+    n_samples: Count = doc("Judgments per training pair from the untrained backbone (paper: 8).", 8)
+    # > 0: rollouts are sampled (SamplingParams refuses 0 when sampling)
+    temperature: Positive = doc("Sampling temperature of the rollouts (paper: 1.0).", 1.0)
+    max_new_tokens: Count = doc("Cap on a rollout judgment's length.", 1024)
 
 
 @dataclass
@@ -383,12 +389,12 @@ class EvalSection:
         "model's own two-stage inference, taken from the store). Must be evaluated too.",
         "unified",
     )
-    n_bootstrap: int = doc("Bootstrap resamples for confidence intervals.", 1000)
-    failure_credit: float = doc(
+    n_bootstrap: Count = doc("Bootstrap resamples for confidence intervals.", 1000)
+    failure_credit: Share = doc(
         "Credit for a pair whose prediction is a parse failure (upstream RewardBench uses 0.5).",
         0.0,
     )
-    n_grid: list[int] = doc("Sample counts for the accuracy-vs-N curve.", [1, 2, 4, 8])
+    n_grid: list[Count] = doc("Sample counts for the accuracy-vs-N curve.", [1, 2, 4, 8])
 
     def __post_init__(self) -> None:
         if "refl_only" in self.models:
@@ -543,7 +549,10 @@ def _class_at(cls: type, loc: tuple) -> type:
 def config_from_dict(data: dict[str, Any], source: str = "<dict>") -> RunConfig:
     """Validate a whole params mapping: every section, the checks across sections, and every
     point of its sweep (a bad sweep value is refused before the first point runs)."""
-    data = copy.deepcopy(data or {})
+    data = {} if data is None else data  # in Python, no sections = every default
+    if not isinstance(data, dict):
+        raise ConfigError(f"{source}: {_not_a_mapping(data)}")
+    data = copy.deepcopy(data)
     sweep = data.pop("sweep", {}) or {}
     cfg = _sections(data, source)
     if not isinstance(sweep, dict):
@@ -556,6 +565,17 @@ def config_from_dict(data: dict[str, Any], source: str = "<dict>") -> RunConfig:
             set_dotted(point_data, key, value)
         _sections(point_data, f"{source} (sweep point {where})")
     return cfg
+
+
+def _not_a_mapping(data: Any) -> str:
+    """Why a params document is not a params file: it must map section names to sections."""
+    if data is None or data == {}:  # a file of nothing (or comments) is a mistake, not defaults
+        what = "it is empty"
+    elif isinstance(data, list):
+        what = "got a list"
+    else:
+        what = f"got {type(data).__name__} {data!r:.40}"
+    return f"a params file maps sections (run, model, ...) to their settings; {what}"
 
 
 def _sections(data: dict[str, Any], source: str) -> RunConfig:
@@ -581,30 +601,55 @@ def _sections(data: dict[str, Any], source: str) -> RunConfig:
 
 
 def _check_sources(cfg: RunConfig) -> None:
-    """Every dataset names a registered source (the registry lives with the loaders)."""
+    """Every dataset names a registered source (the registry lives with the loaders), and a
+    source with no hub copy has a path (else 01 would fail on it, after nothing useful)."""
     from rmlib.data import get_source
 
     specs = {"data.train": cfg.data.train}
     specs.update({f"data.eval[{i}]": s for i, s in enumerate(cfg.data.eval)})
     for where, spec in specs.items():
         try:
-            get_source(spec.source)
+            source = get_source(spec.source)
         except ValueError as e:
             raise ConfigError(f"{cfg.source}: '{where}.source': {e}") from None
+        if source.path_required and spec.path is None:
+            raise ConfigError(
+                f"{cfg.source}: '{where}.path': source {source.name!r} has no hub copy; set "
+                "path to a local copy (file or folder)"
+            )
 
 
 def load_config(path: str | Path, overrides: dict[str, Any] | None = None) -> RunConfig:
     """Read a params file; `overrides` maps dotted keys ('mix.ratio') to values."""
     path = Path(path)
     try:
-        data = yaml.safe_load(path.read_text()) or {}
+        data = read_yaml(path.read_text())
     except FileNotFoundError:
         raise ConfigError(f"params file not found: {path}") from None
     except yaml.YAMLError as e:
-        raise ConfigError(f"{path}: not valid YAML: {e}") from None
+        raise ConfigError(f"{path}: not valid YAML: {' '.join(str(e).split())}") from None
+    if not isinstance(data, dict) or not data:
+        raise ConfigError(f"{path}: {_not_a_mapping(data)}")
     for key, value in (overrides or {}).items():
         set_dotted(data, key, value)
     return config_from_dict(data, source=str(path))
+
+
+class _ParamsLoader(yaml.SafeLoader):
+    """PyYAML's safe loader without YAML 1.1's base-60 numbers: `4:1` (a ratio) stays the
+    string '4:1' instead of becoming the int 241 (and `1:30.5` stays text, not 90.5)."""
+
+    def resolve(self, kind: Any, value: Any, implicit: Any) -> str:
+        tag = super().resolve(kind, value, implicit)
+        numeric = tag in ("tag:yaml.org,2002:int", "tag:yaml.org,2002:float")
+        if kind is yaml.ScalarNode and implicit[0] and numeric and ":" in value:
+            return "tag:yaml.org,2002:str"
+        return tag
+
+
+def read_yaml(text: str) -> Any:
+    """A params file or a `--set` value, read as YAML (safe; base-60 numbers stay text)."""
+    return yaml.load(text, Loader=_ParamsLoader)  # noqa: S506 - a SafeLoader subclass
 
 
 def set_dotted(data: dict[str, Any], key: str, value: Any) -> None:

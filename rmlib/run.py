@@ -195,8 +195,7 @@ def execute(
         overrides = {**(overrides or {}), "run.name": name}
     cfg = load_config(params_file, overrides)
     check_device(cfg)
-    check_trl_keys(cfg)
-    check_api_key(cfg)
+    preflight(cfg)
     run = RunFolder(Path(cfg.run.output_root) / cfg.run.name)
     with holding(run.path):
         return run, _execute(cfg, run, force=force, progress=progress)
@@ -216,9 +215,7 @@ def _execute(
     library = library_hash()
     results: list[NotebookResult] = []
     for nb in cfg.run.notebooks:
-        src = project_root() / "notebooks" / f"{nb}.ipynb"
-        if not src.exists():
-            raise NotebookFailed(f"notebook {src} does not exist (run.notebooks in {cfg.source})")
+        src = notebook_source(nb)
         stamp = {"params_hash": phash, "notebook_hash": _file_hash(src), "library_hash": library}
         done = state.get(nb, {})
         stale = [k.removesuffix("_hash") for k, v in stamp.items() if done.get(k) != v]
@@ -376,6 +373,19 @@ def check_device(cfg: RunConfig, cuda: bool | None = None) -> None:
             f"{cfg.source}: model.backbone {backbone!r} needs a CUDA device and none is visible; "
             "set model.allow_cpu: true to run it on the CPU anyway (slow)"
         )
+
+
+def notebook_source(name: str) -> Path:
+    return project_root() / "notebooks" / f"{name}.ipynb"
+
+
+def preflight(cfg: RunConfig) -> None:
+    """The checks of a params file beyond its load that need no device and no torch, run before
+    any work by `rmlib run` and by its `--dry-run` alike (check_device is the run's alone: a dry
+    run plans for a GPU this machine may not have). The notebooks of run.notebooks are checked
+    at load (config.check_notebook)."""
+    check_trl_keys(cfg)
+    check_api_key(cfg)
 
 
 def check_trl_keys(cfg: RunConfig) -> None:

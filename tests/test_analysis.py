@@ -159,7 +159,9 @@ def test_configuration_differences_close_to_the_paper():
                 "train": {"source": "helpsteer3"},
                 "eval": [
                     {"source": "rewardbench", "n": 100},
-                    *({"source": s} for s in ("rm-bench", "rmb", "ppe")),
+                    {"source": "rm-bench"},
+                    {"source": "rmb", "path": "RMB_dataset"},  # no hub copy: a path is required
+                    {"source": "ppe"},
                 ],
             },
             "inference": {"both_orders": True},

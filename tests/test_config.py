@@ -13,6 +13,7 @@ from rmlib.config import (
     config_from_dict,
     describe,
     load_config,
+    set_dotted,
     sweep_points,
 )
 
@@ -71,13 +72,28 @@ BAD_PARAMS = [
     ),
     ({"data": {"train": {"source": "nope"}}}, r"'data.train.source': unknown data source"),
     (
+        {"data": {"eval": [{"source": "demo"}, {"source": "rmb"}]}},
+        r"'data.eval\[1\].path': source 'rmb' has no hub copy; set path to a local copy",
+    ),
+    (
         {"eval": {"models": ["base", "unifed"]}},
         r"'eval.models\[1\]': .*'base', 'rft', 'same_volume', 'unified' or "
         r"'refl_only'.*got 'unifed'",
     ),
     ({"eval": {"models": "unified"}}, r"'eval.models': .*valid list.*got 'unified'"),
     ({"eval": {"n_grid": 4}}, r"'eval.n_grid': .*valid list"),
-    ({"inference": {"n_samples": 0}}, r"'inference': n_samples must be >= 1"),
+    (
+        {"inference": {"n_samples": 0}},
+        r"'inference.n_samples': .*greater than or equal to 1.*got 0",
+    ),
+    (
+        {"grpo": {"num_generations": 3}},
+        r"'grpo': generation_batch_size \(16; .*\) must be a multiple of num_generations \(3\)",
+    ),
+    (
+        {"inference": {"swapped_pairs": 10}},
+        r"'inference': swapped_pairs needs both_orders: true",
+    ),
     ({"inference": {"reflection_failure": "anchor"}}, r"'inference.reflection_failure'"),
     ({"warmup": {"precision": "fp16"}}, r"'warmup.precision'"),
     ({"generation": {"adapters": "peft"}}, r"'generation.adapters': .*'auto', 'lora' or 'merged'"),
@@ -176,6 +192,229 @@ def test_every_section_refuses_an_unknown_key(section):
         config_from_dict({section: {"no_such_key": 1}})
 
 
+# Numbers out of their range: (dotted key, bad value). Each is refused at load, in one line that
+# names the key; the value's type is right, so only the range can refuse it.
+OUT_OF_RANGE = [
+    ("run.seed", -1),
+    ("data.train.n", 0),
+    ("data.eval", [{"source": "demo", "n": -3}]),
+    ("data.subsample_seed", -1),
+    ("generation.max_batch_tokens", 0),
+    ("generation.max_batch_size", 0),
+    ("generation.chunk_prompts", 0),
+    ("generation.gpu_memory_utilization", 0),
+    ("generation.gpu_memory_utilization", 1.5),
+    ("generation.kv_cache_gib", 0),
+    ("generation.max_num_seqs", 0),
+    ("generation.max_num_batched_tokens", -1),
+    ("generation.cpu_reserved_cores", -1),
+    ("generation.http_concurrency", 0),
+    ("generation.http_connect_timeout", 0),
+    ("generation.http_read_timeout", -1),
+    ("generation.http_write_timeout", 0),
+    ("generation.http_pool_timeout", 0),
+    ("generation.http_max_retries", -1),
+    ("prompts.max_prompt_tokens", 0),
+    ("prompts.max_reflection_prompt_tokens", 0),
+    ("rollouts.n_samples", 0),
+    ("rollouts.temperature", -0.5),
+    ("rollouts.temperature", 0),  # rollouts sample: 0 would fail in 02
+    ("rollouts.temperature", float("nan")),
+    ("rollouts.max_new_tokens", 0),
+    ("warmup.n_examples", 0),
+    ("warmup.refl_share", 1.5),
+    ("warmup.epochs", 0),
+    ("warmup.batch_size", 0),
+    ("warmup.gradient_accumulation_steps", 0),
+    ("warmup.learning_rate", 0),
+    ("warmup.lora_r", 0),
+    ("warmup.lora_alpha", 0),
+    ("warmup.lora_dropout", 1.0),
+    ("warmup.max_length", 0),
+    ("warmup.data_seed", -1),
+    ("warmup.seed", -1),
+    ("warmup.torch_threads", 0),
+    ("mix.max_pref", -1),
+    ("mix.max_refl", -1),
+    ("mix.seed", -2),
+    ("grpo.num_generations", 1),
+    ("grpo.learning_rate", 0),
+    ("grpo.learning_rate", -1e-6),
+    ("grpo.beta", -0.1),
+    ("grpo.max_completion_length", 0),
+    ("grpo.num_train_epochs", 0),
+    ("grpo.max_steps", 0),
+    ("grpo.max_steps", -2),
+    ("grpo.per_device_train_batch_size", 0),
+    ("grpo.gradient_accumulation_steps", 0),
+    ("grpo.generation_batch_size", 0),
+    ("grpo.epsilon", 0),
+    ("grpo.temperature", 0),
+    ("grpo.temperature", float("inf")),
+    ("grpo.top_p", 0),
+    ("grpo.top_p", 1.1),
+    ("grpo.top_k", -1),
+    ("grpo.warmup_ratio", 1.0),
+    ("grpo.warmup_ratio", -0.1),
+    ("grpo.weight_decay", -0.01),
+    ("grpo.max_grad_norm", -1),
+    ("grpo.lora_r", 0),
+    ("grpo.lora_alpha", 0),
+    ("grpo.lora_dropout", -0.1),
+    ("grpo.unparseable_penalty", float("nan")),
+    ("grpo.save_steps", 0),
+    ("grpo.save_total_limit", 0),
+    ("grpo.logging_steps", 0),
+    ("grpo.seed", -1),
+    ("grpo.torch_threads", 0),
+    ("grpo.vllm_gpu_memory_utilization", 0),
+    ("grpo.vllm_cpu_kv_cache_gib", 0),
+    ("grpo.vllm_max_model_length", 0),
+    ("inference.n_samples", 0),
+    ("inference.temperature", -1.0),
+    ("inference.temperature", 0),  # stage 1 samples: 0 would fail in 04, after training
+    ("inference.top_p", 0),
+    ("inference.top_k", -5),
+    ("inference.max_new_tokens", 0),
+    ("inference.reflection_max_new_tokens", 0),
+    ("inference.confidence_fraction", 0),
+    ("inference.confidence_fraction", 1.01),
+    ("inference.seed", -1),
+    ("inference.swapped_pairs", 0),
+    ("eval.n_bootstrap", 0),
+    ("eval.failure_credit", -0.5),
+    ("eval.failure_credit", 1.5),
+    ("eval.n_grid", [1, 0]),
+]
+
+
+def _key_pattern(key: str) -> str:
+    """The dotted key as the error names it (a list's bad item by its index)."""
+    return {"data.eval": r"data\.eval\[0\]\.n", "eval.n_grid": r"eval\.n_grid\[1\]"}.get(
+        key, key.replace(".", r"\.")
+    )
+
+
+@pytest.mark.parametrize("key, value", OUT_OF_RANGE, ids=lambda v: str(v))
+def test_every_number_out_of_its_range_is_refused_at_load_naming_its_key(key, value):
+    data: dict = {}
+    set_dotted(data, key, value)
+    with pytest.raises(ConfigError, match=rf"^bad\.yaml: '{_key_pattern(key)}': ") as e:
+        config_from_dict(data, source="bad.yaml")
+    assert "\n" not in str(e.value)
+
+
+def test_every_number_of_the_params_has_a_range():
+    """A numeric field added as a bare int or float (no range) fails here."""
+    import dataclasses
+
+    from rmlib.config import DatasetSpec, _section_class
+
+    classes = {name: _section_class(name) for name in SECTIONS} | {"data.eval[]": DatasetSpec}
+
+    def bare(tp: object) -> bool:
+        """int or float with no Annotated range, itself or in a union (int | None) or a list."""
+        if typing.get_origin(tp) is typing.Annotated:
+            return False
+        return tp in (int, float) or any(bare(a) for a in typing.get_args(tp))
+
+    unranged = [
+        f"{name}.{f.name}"
+        for name, cls in classes.items()
+        for f in dataclasses.fields(cls)
+        if bare(typing.get_type_hints(cls, include_extras=True)[f.name])
+    ]
+    assert unranged == []
+
+
+# Edge values that are in range (0 where the doc says it means off / none, 1 for shares)
+GOOD_EDGES = [
+    ("run.seed", 0),
+    ("data.train.n", 1),
+    ("generation.gpu_memory_utilization", 1.0),
+    ("generation.cpu_reserved_cores", 0),
+    ("prompts.max_prompt_tokens", 1),
+    ("rollouts.n_samples", 1),
+    ("rollouts.temperature", 1e-3),
+    ("rollouts.max_new_tokens", 1),
+    ("warmup.refl_share", 0.0),
+    ("warmup.refl_share", 1.0),
+    ("warmup.lora_dropout", 0.0),
+    ("mix.max_pref", 0),
+    ("mix.max_refl", 0),
+    ("grpo.num_generations", 2),
+    ("grpo.beta", 0),
+    ("grpo.max_steps", -1),
+    ("grpo.max_steps", 1),
+    ("grpo.top_p", 1.0),
+    ("grpo.top_k", 0),
+    ("grpo.warmup_ratio", 0.0),
+    ("grpo.weight_decay", 0.0),
+    ("grpo.max_grad_norm", 0.0),
+    ("grpo.unparseable_penalty", -1.0),
+    ("grpo.generation_batch_size", None),
+    ("inference.n_samples", 1),
+    ("inference.top_k", 0),
+    ("inference.confidence_fraction", 1.0),
+    ("inference.seed", 0),
+    ("eval.n_bootstrap", 1),
+    ("eval.failure_credit", 0.0),
+    ("eval.failure_credit", 1.0),
+    ("eval.n_grid", [1]),
+]
+
+
+@pytest.mark.parametrize("key, value", GOOD_EDGES, ids=lambda v: str(v))
+def test_edge_values_in_range_are_accepted(key, value):
+    data: dict = {}
+    set_dotted(data, key, value)
+    section, *rest = key.split(".")
+    node = getattr(config_from_dict(data), section)
+    for part in rest:
+        node = getattr(node, part)
+    assert node == value
+
+
+@pytest.mark.parametrize(
+    "text, what",
+    [
+        ("", "it is empty"),
+        ("# only a comment\n", "it is empty"),
+        ("{}\n", "it is empty"),
+        ("- run\n- model\n", "got a list"),
+        ("42\n", "got int 42"),
+        ("demo\n", "got str 'demo'"),
+    ],
+    ids=["empty", "comment", "empty-mapping", "list", "int", "str"],
+)
+def test_a_params_file_that_is_not_a_mapping_is_refused(tmp_path, text, what):
+    p = tmp_path / "p.yaml"
+    p.write_text(text)
+    with pytest.raises(ConfigError) as e:
+        load_config(p)
+    line = str(e.value)
+    assert line.startswith(f"{p}: a params file maps sections") and line.endswith(what)
+    with pytest.raises(ConfigError, match=r"^dict: a params file maps sections .*got a list"):
+        config_from_dict(["run"], source="dict")  # type: ignore[arg-type]
+
+
+def test_a_ratio_stays_text_in_files_and_overrides(tmp_path):
+    """YAML 1.1 reads 4:1 as the base-60 int 241; a params file and --set read it as '4:1'."""
+    from rmlib.cli import _set_option
+
+    assert _set_option("mix.ratio=4:1") == ("mix.ratio", "4:1")
+    assert _set_option("inference.n_samples=4") == ("inference.n_samples", 4)
+    assert _set_option("eval.n_grid=[1, 2]") == ("eval.n_grid", [1, 2])
+    assert _set_option("grpo.trl={num_iterations: 2}") == ("grpo.trl", {"num_iterations": 2})
+    p = tmp_path / "p.yaml"
+    p.write_text("mix:\n  ratio: 4:1\n")
+    assert load_config(p).mix.ratio == "4:1"
+    assert (
+        load_config(ROOT / "params" / "smoke.yaml", dict([_set_option("mix.ratio=2:1")])).mix.ratio
+        == "2:1"
+    )
+
+
 def test_yaml_scientific_floats_load(tmp_path):
     """YAML 1.1 reads `1e-6` as a string; the validator takes it as the float it means."""
     p = tmp_path / "p.yaml"
@@ -197,7 +436,7 @@ def test_scheduler_names_are_transformers_own():
 
 
 def test_the_invalid_value_is_rejected_by_the_section():
-    with pytest.raises(ConfigError, match="inference"):
+    with pytest.raises(ConfigError, match="inference.n_samples"):
         config_from_dict({"inference": {"n_samples": 0}})
 
 
@@ -322,8 +561,10 @@ def test_run_config_has_a_typed_property_per_section():
 def test_a_lora_rank_vllm_cannot_serve_is_refused_at_load():
     """vLLM's largest max_lora_rank is 512: a larger grpo.lora_r fails at load, not at 04's
     engine start hours later (ranks in between are served under the next allowed one)."""
-    for bad in (600, 0):
-        with pytest.raises(ConfigError, match=rf"'grpo': lora_r must be 1 to 512 .*got {bad}$"):
+    for bad, bound in ((600, "less than or equal to 512"), (0, "greater than or equal to 1")):
+        with pytest.raises(
+            ConfigError, match=rf"'grpo.lora_r': Input should be {bound}, got {bad}$"
+        ):
             config_from_dict({"grpo": {"lora_r": bad}})
     assert config_from_dict({"grpo": {"lora_r": 512}}).grpo.lora_r == 512
     assert config_from_dict({"grpo": {"lora_r": 24}}).grpo.lora_r == 24

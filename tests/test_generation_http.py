@@ -651,7 +651,9 @@ def test_params_select_the_http_backend_for_a_run(tmp_path, hf, serve, monkeypat
     assert server.auth[-1] == "Bearer sk-test"
     assert pipeline.served_model(cfg, "unified") == "unified"  # its --lora-modules name
     assert pipeline.served_model(cfg, "base") == "tiny-qwen3"
-    with pytest.raises(ConfigError, match="http_read_timeout must be > 0 seconds, got 0"):
+    with pytest.raises(
+        ConfigError, match="'generation.http_read_timeout': Input should be greater than 0, got 0"
+    ):
         config_from_dict({"generation": {"http_read_timeout": 0}})
     with pytest.raises(ConfigError, match="needs generation.endpoints"):
         config_from_dict({"generation": {"backend": "http"}})

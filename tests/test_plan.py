@@ -297,9 +297,14 @@ def test_sweep_dry_run_still_plans_every_point(tmp_path):
 
 
 def test_dry_run_imports_no_torch():
+    """Nor does its check of grpo.trl's keys (set here, so the check runs)."""
     code = (
         "import sys; from rmlib.cli import main; "
-        "main(['run', 'params/qwen3-4b-paper.yaml', '--dry-run']); "
+        "assert main(['run', 'params/qwen3-4b-paper.yaml', '--dry-run', "
+        "'--set', 'grpo.trl={num_iterations: 2}']) == 0; "
+        "assert 'torch' not in sys.modules, 'torch imported'; "
+        "assert main(['run', 'params/smoke.yaml', '--dry-run', "
+        "'--set', 'grpo.trl={num_iteration: 2}']) == 1; "
         "assert 'torch' not in sys.modules, 'torch imported'"
     )
     out = subprocess.run(

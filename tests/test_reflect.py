@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import typing
+from typing import Literal
 
 import numpy as np
 import pandas as pd
@@ -124,13 +126,15 @@ def test_pair_rng_depends_on_seed_key_and_purpose():
 def test_config_validation_and_params_section():
     with pytest.raises(ValueError, match="inference.confidence_tokens"):  # checked at load
         config_from_dict({"inference": {"confidence_tokens": "analysis"}})
-    with pytest.raises(ValueError):
-        ReflectConfig(confidence_fraction=0)
-    # the `inference` params section: every field documented, plain YAML types only
+    with pytest.raises(ValueError, match="inference.confidence_fraction"):  # its range, at load
+        config_from_dict({"inference": {"confidence_fraction": 0}})
+    # the `inference` params section: every field documented, plain YAML types only (ranges
+    # aside: typing.get_type_hints drops the Annotated constraints)
+    hints = typing.get_type_hints(ReflectConfig)
     for f in dataclasses.fields(ReflectConfig):
         assert f.metadata.get("doc"), f.name
-        plain = ("int", "float", "str", "bool", "int | None")
-        assert f.type in plain or f.type.startswith("Literal["), f
+        plain = (int, float, str, bool, int | None)
+        assert hints[f.name] in plain or typing.get_origin(hints[f.name]) is Literal, f
     assert ReflectConfig().sampling_params().temperature == 1.0
     assert not ReflectConfig().reflection_params().do_sample
 

@@ -231,3 +231,82 @@ def test_the_manifest_records_vllm_and_the_cuda_driver(monkeypatch):
     assert asked == [["/usr/bin/nvidia-smi", "--query-gpu=driver_version", "--format=csv,noheader"]]
     monkeypatch.setattr(runner.shutil, "which", lambda name: None)
     assert runner.cuda_driver() is None
+
+
+# Nonsense refused by `rmlib run --dry-run` before any work: (arguments after the params file,
+# the one line it must print). The dry run runs the same torch-free checks as `rmlib run`.
+DRY_RUN_REFUSALS = [
+    (
+        ["--set", "rollouts.n_samples=0"],
+        "'rollouts.n_samples': Input should be greater than or equal to 1, got 0",
+    ),
+    (["--set", "grpo.per_device_train_batch_size=0"], "'grpo.per_device_train_batch_size': "),
+    (["--set", "inference.temperature=-1"], "'inference.temperature': "),
+    (["--set", "inference.max_new_tokens=0"], "'inference.max_new_tokens': "),
+    (
+        ["--set", "run.notebooks=[01_data, 02_rolouts]"],
+        "'run.notebooks[1]': '02_rolouts' is not one of the workbook's notebooks",
+    ),
+    (["--set", "grpo.trl={num_iteratons: 2}"], "'grpo.trl': ['num_iteratons'] are not trl"),
+]
+
+
+@pytest.mark.parametrize("extra, line", DRY_RUN_REFUSALS, ids=lambda v: str(v)[:40])
+def test_dry_run_refuses_nonsense_in_one_line(capsys, extra, line):
+    from rmlib.cli import main
+
+    params = str(ROOT / "params" / "smoke.yaml")
+    assert main(["run", params, "--dry-run", *extra]) == 1
+    err = capsys.readouterr().err
+    assert err.startswith(f"rmlib: error: {params}: ") and line in err
+    assert err.count("\n") == 1 and "Traceback" not in err
+
+
+def test_dry_run_refuses_a_params_file_that_is_not_a_mapping(tmp_path, capsys):
+    from rmlib.cli import main
+
+    for text in ("", "- run\n- model\n", "7\n"):
+        params = tmp_path / "p.yaml"
+        params.write_text(text)
+        assert main(["run", str(params), "--dry-run"]) == 1
+        err = capsys.readouterr().err
+        assert err.startswith(f"rmlib: error: {params}: a params file maps sections (run, model")
+        assert err.count("\n") == 1
+
+
+def test_dry_run_takes_a_ratio_override(capsys):
+    """`--set mix.ratio=4:1` is the ratio '4:1', not YAML 1.1's base-60 int 241 (refused)."""
+    from rmlib.cli import main
+
+    params = str(ROOT / "params" / "smoke.yaml")
+    assert main(["run", params, "--dry-run", "--json", "--set", "mix.ratio=4:1"]) == 0
+    assert json.loads(capsys.readouterr().out)["run"] == "smoke"
+
+
+@pytest.mark.parametrize(
+    "argv, line",
+    [
+        (["score", "p.jsonl", "--benchmark", "rewardbench", "--n-boot", "0"], "--n-boot: expected"),
+        (["score", "p.jsonl", "--benchmark", "rmb", "--failure-credit", "2"], "--failure-credit"),
+        (["score", "p.jsonl", "--benchmark", "rmb", "--seed", "-1"], "--seed: expected"),
+        (["data", "stats", "demo", "--seed", "-1"], "--seed: expected an integer >= 0, got '-1'"),
+    ],
+    ids=["n-boot", "failure-credit", "score-seed", "stats-seed"],
+)
+def test_cli_numeric_options_refuse_out_of_range_values(capsys, argv, line):
+    from rmlib.cli import main
+
+    with pytest.raises(SystemExit) as e:
+        main(argv)
+    assert e.value.code == 2
+    err = capsys.readouterr().err
+    assert line in err.splitlines()[-1] and "Traceback" not in err
+
+
+def test_run_refuses_a_missing_notebook_before_any_work(tmp_path):
+    from rmlib.config import ConfigError
+
+    over = {"run.notebooks": ["01_data", "99_nope"], "run.output_root": str(tmp_path)}
+    with pytest.raises(ConfigError, match=r"'run.notebooks\[1\]': '99_nope' is not one of"):
+        runner.execute(ROOT / "params" / "smoke.yaml", overrides=over, progress=False)
+    assert not any(tmp_path.iterdir())  # no run folder: 01_data never ran

@@ -7,7 +7,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
-from rmlib.config import PARAMS, doc
+from rmlib.config import PARAMS, Count, CountOrOff, OpenShare, Positive, Seed, doc
 from rmlib.generation.base import SamplingParams
 
 Choice = int | None
@@ -57,13 +57,14 @@ class ReflectConfig:
 
     """Settings of two-stage inference; the `inference` section of a params file."""
 
-    n_samples: int = doc("Stage-1 judgments per pair (paper: N = 8).", 8)
-    temperature: float = doc("Stage-1 sampling temperature (paper: 1.0).", 1.0)
-    top_p: float = doc("Stage-1 nucleus sampling; 1.0 = off (paper: not stated, off).", 1.0)
-    top_k: int = doc("Stage-1 top-k sampling; 0 = off (paper: not stated, off).", 0)
-    max_new_tokens: int = doc("Cap on a stage-1 (and greedy baseline) judgment's tokens.", 1024)
-    reflection_max_new_tokens: int = doc("Cap on a stage-2 reflection's tokens (greedy).", 1024)
-    confidence_fraction: float = doc(
+    n_samples: Count = doc("Stage-1 judgments per pair (paper: N = 8).", 8)
+    # > 0: stage 1 samples (SamplingParams refuses 0 when sampling)
+    temperature: Positive = doc("Stage-1 sampling temperature (paper: 1.0).", 1.0)
+    top_p: OpenShare = doc("Stage-1 nucleus sampling; 1.0 = off (paper: not stated, off).", 1.0)
+    top_k: CountOrOff = doc("Stage-1 top-k sampling; 0 = off (paper: not stated, off).", 0)
+    max_new_tokens: Count = doc("Cap on a stage-1 (and greedy baseline) judgment's tokens.", 1024)
+    reflection_max_new_tokens: Count = doc("Cap on a stage-2 reflection's tokens (greedy).", 1024)
+    confidence_fraction: OpenShare = doc(
         "Confidence = mean log-prob of the lowest ceil(fraction * T) generated tokens "
         "(paper: lowest 10 %).",
         0.10,
@@ -72,7 +73,7 @@ class ReflectConfig:
         "Which generated tokens the confidence reads (choice): 'all' (the only rule implemented).",
         "all",
     )
-    seed: int = doc(
+    seed: Seed = doc(
         "Seed of stage-1 sampling and of every random draw (slots, random anchor/winners); "
         "unset in a params file = run.seed (one master seed).",
         0,
@@ -81,7 +82,7 @@ class ReflectConfig:
         "Run each pair also with the responses swapped, each order through the full method.",
         False,
     )
-    swapped_pairs: int | None = doc(
+    swapped_pairs: Count | None = doc(
         "With both_orders: only a seeded draw of about this many pairs of each benchmark (whole "
         "groups: an RM-Bench prompt's cells, an RMB best-of-N item) is also judged swapped; the "
         "rest in the given order only. The paper's Table 5 protocol is 1,000: all of JudgeBench "
@@ -112,12 +113,8 @@ class ReflectConfig:
     )
 
     def __post_init__(self) -> None:
-        if self.n_samples < 1:
-            raise ValueError("n_samples must be >= 1")
-        if not 0 < self.confidence_fraction <= 1:
-            raise ValueError("confidence_fraction must be in (0, 1]")
-        if self.swapped_pairs is not None and (not self.both_orders or self.swapped_pairs < 1):
-            raise ValueError("swapped_pairs needs both_orders: true and a count >= 1")
+        if self.swapped_pairs is not None and not self.both_orders:
+            raise ValueError("swapped_pairs needs both_orders: true")
 
     def sampling_params(self) -> SamplingParams:
         """Stage-1 settings (sampled)."""

@@ -51,6 +51,7 @@ from dataclasses import asdict, fields
 from pathlib import Path
 from typing import Any
 
+from rmlib.config import ConfigError, config_from_dict, read_yaml
 from rmlib.training.grpo_config import GRPOSettings
 from rmlib.training.grpo_trainer import build_trainer
 from rmlib.training.model_card import write_model_card
@@ -153,16 +154,14 @@ def _finished(
 
 
 def _parse_set(items: Sequence[str]) -> dict[str, Any]:
-    """`--set key=value` overrides of GRPOSettings, values read as YAML scalars."""
-    import yaml
-
+    """`--set key=value` overrides of GRPOSettings, values read as a params file's YAML."""
     known = {f.name for f in fields(GRPOSettings)}
     out = {}
     for item in items:
         key, sep, value = item.partition("=")
         if not sep or key not in known:
             raise SystemExit(f"--set {item!r}: expected key=value with key one of {sorted(known)}")
-        out[key] = yaml.safe_load(value)
+        out[key] = read_yaml(value)
     return out
 
 
@@ -188,7 +187,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     if missing:
         parser.error(f"{', '.join(missing)} required (or --spec)")
     dataset, provenance = load_mix(args.mix)
-    cfg = GRPOSettings(**_parse_set(args.set))
+    try:  # validated as a params file's grpo section is (ranges, types), before any model loads
+        cfg = config_from_dict({"grpo": _parse_set(args.set)}, source="--set").grpo
+    except ConfigError as e:
+        raise SystemExit(str(e)) from None
     out = train_grpo(
         dataset,
         cfg,

@@ -5,13 +5,46 @@ for any other field) and PEFT's `LoraConfig` (the project's one LoRA recipe).
 
 from __future__ import annotations
 
+import ast
+import functools
+import importlib.util
+import re
 from dataclasses import dataclass, fields
 from pathlib import Path
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
-from rmlib.config import PARAMS, Scheduler, doc
+from pydantic import AfterValidator, Field
+
+from rmlib.config import (
+    PARAMS,
+    Count,
+    CountOrOff,
+    Dropout,
+    Finite,
+    NonNegative,
+    OpenShare,
+    Positive,
+    Scheduler,
+    Seed,
+    doc,
+)
 from rmlib.generation.vllm import VLLM_LORA_RANKS
 from rmlib.training.reward import DEFAULT_UNPARSEABLE_PENALTY
+
+# a group needs two completions: GRPO's advantage is a completion's reward against its group's
+GroupSize = Annotated[int, Field(ge=2)]
+
+
+def _steps_or_epochs(steps: int) -> int:
+    # -1 = run the epochs (transformers' convention); 0 steps would train nothing
+    if steps == 0:
+        raise ValueError("must be -1 (run the epochs) or >= 1, got 0")
+    return steps
+
+
+MaxSteps = Annotated[int, Field(ge=-1), AfterValidator(_steps_or_epochs)]
+# [0, 1): a warm-up over every step would never reach the peak learning rate
+WarmupRatio = Annotated[float, Field(ge=0, lt=1, allow_inf_nan=False)]
 
 
 @dataclass
@@ -23,22 +56,22 @@ class GRPOSettings:
     Defaults are the paper's (method.md §3) where they fit one GPU; the rest are marked choices.
     """
 
-    num_generations: int = doc("Group size: completions per prompt (ConsistRM: 8).", 8)
-    learning_rate: float = doc(
+    num_generations: GroupSize = doc("Group size: completions per prompt (ConsistRM: 8).", 8)
+    learning_rate: Positive = doc(
         "Peak learning rate (paper: 1e-6, for full fine-tuning; LoRA often wants 1e-5–1e-4).",
         1e-6,
     )
-    beta: float = doc("KL coefficient (ConsistRM: 1e-3; TRL's default is 0 = no KL).", 1e-3)
-    max_completion_length: int = doc("Cap on a completion's tokens (paper: 1024).", 1024)
-    num_train_epochs: float = doc("Passes over the mix (paper: 3).", 3.0)
-    max_steps: int = doc("Stop after this many optimizer steps; -1 = run the epochs.", -1)
-    per_device_train_batch_size: int = doc(
+    beta: NonNegative = doc("KL coefficient (ConsistRM: 1e-3; TRL's default is 0 = no KL).", 1e-3)
+    max_completion_length: Count = doc("Cap on a completion's tokens (paper: 1024).", 1024)
+    num_train_epochs: Positive = doc("Passes over the mix (paper: 3).", 3.0)
+    max_steps: MaxSteps = doc("Stop after this many optimizer steps; -1 = run the epochs.", -1)
+    per_device_train_batch_size: Count = doc(
         "Completions (not prompts) per device micro-batch (24 GB / Qwen3-4B: 4).", 4
     )
-    gradient_accumulation_steps: int = doc(
+    gradient_accumulation_steps: Count = doc(
         "Micro-batches per optimizer step (4 x 16 = 64 completions = 8 prompts of 8).", 16
     )
-    generation_batch_size: int | None = doc(
+    generation_batch_size: Count | None = doc(
         "Completions generated at once (a multiple of the group size and of the micro-batch); "
         "None = micro-batch x accumulation. Bounds the KV cache.",
         16,
@@ -54,24 +87,28 @@ class GRPOSettings:
         "Advantage scaling: 'group' (divide by the group's std, original GRPO), 'batch', 'none'.",
         "group",
     )
-    epsilon: float = doc("PPO clip range of the importance ratio (TRL/GRPO default 0.2).", 0.2)
-    temperature: float = doc("Sampling temperature of the GRPO rollouts (paper: 1.0).", 1.0)
-    top_p: float = doc("Nucleus sampling of the rollouts; 1.0 = off.", 1.0)
-    top_k: int = doc("Top-k sampling of the rollouts; 0 = off.", 0)
-    warmup_ratio: float = doc("Learning-rate warm-up share of the steps (ConsistRM: 10 %).", 0.1)
+    epsilon: Positive = doc("PPO clip range of the importance ratio (TRL/GRPO default 0.2).", 0.2)
+    # > 0: TRL divides the logits by it
+    temperature: Positive = doc("Sampling temperature of the GRPO rollouts (paper: 1.0).", 1.0)
+    top_p: OpenShare = doc("Nucleus sampling of the rollouts; 1.0 = off.", 1.0)
+    top_k: CountOrOff = doc("Top-k sampling of the rollouts; 0 = off.", 0)
+    warmup_ratio: WarmupRatio = doc(
+        "Learning-rate warm-up share of the steps (ConsistRM: 10 %).", 0.1
+    )
     lr_scheduler_type: Scheduler = doc(
         "Schedule after warm-up (choice: 'constant_with_warmup', verl's default).",
         "constant_with_warmup",
     )
-    weight_decay: float = doc("AdamW weight decay.", 0.0)
-    max_grad_norm: float = doc("Gradient clipping norm.", 1.0)
-    lora_r: int = doc(
+    weight_decay: NonNegative = doc("AdamW weight decay.", 0.0)
+    max_grad_norm: NonNegative = doc("Gradient clipping norm; 0 = no clipping.", 1.0)
+    # vLLM's largest max_lora_rank (VLLM_LORA_RANKS); ranks in between are served under the next
+    lora_r: Annotated[int, Field(ge=1, le=VLLM_LORA_RANKS[-1])] = doc(
         "LoRA rank, 1 to 512 (vLLM serves adapters up to rank 512; its max_lora_rank is the "
         "next of 1, 8, 16, 32, 64, 128, 256, 320, 512 up).",
         16,
     )
-    lora_alpha: int = doc("LoRA alpha (scale alpha / r).", 32)
-    lora_dropout: float = doc(
+    lora_alpha: Count = doc("LoRA alpha (scale alpha / r).", 32)
+    lora_dropout: Dropout = doc(
         "LoRA dropout (0: GRPO's importance ratio compares two forward passes).", 0.0
     )
     lora_target_modules: str = doc(
@@ -82,7 +119,7 @@ class GRPOSettings:
         "adapters to bf16; at lr 1e-6 most bf16 updates round away, so we keep fp32.",
         "fp32",
     )
-    unparseable_penalty: float = doc(
+    unparseable_penalty: Finite = doc(
         "Reward of an unparseable or truncated judgment (correct 1, wrong 0; choice).",
         DEFAULT_UNPARSEABLE_PENALTY,
     )
@@ -90,10 +127,10 @@ class GRPOSettings:
         "Drop completions cut at the cap from the loss (off: they get the penalty instead).",
         False,
     )
-    save_steps: int = doc("Checkpoint every this many optimizer steps.", 50)
-    save_total_limit: int | None = doc("Keep this many newest checkpoints (None = all).", 2)
-    logging_steps: int = doc("Log (and write progress.csv) every this many steps.", 1)
-    seed: int | None = doc(
+    save_steps: Count = doc("Checkpoint every this many optimizer steps.", 50)
+    save_total_limit: Count | None = doc("Keep this many newest checkpoints (None = all).", 2)
+    logging_steps: Count = doc("Log (and write progress.csv) every this many steps.", 1)
+    seed: Seed | None = doc(
         "Training seed: LoRA init (TRL seeds before wrapping the policy), data order, and the "
         "groups' sampling when transformers generates them (use_vllm off). With use_vllm, TRL "
         "seeds the colocated engine with the process index (0, 1, ...), not this seed. "
@@ -101,7 +138,7 @@ class GRPOSettings:
         None,
     )
     bf16: bool | None = doc("bf16 autocast; None = on when CUDA is available.", None)
-    torch_threads: int | None = doc("CPU threads for torch; None = torch's default.", None)
+    torch_threads: Count | None = doc("CPU threads for torch; None = torch's default.", None)
     use_vllm: bool = doc(
         "Generate GRPO's groups on a vLLM engine in the trainer's process (TRL's colocate "
         "mode; rmlib.training.colocate makes it run on CPU too). The policy's weights are "
@@ -109,12 +146,12 @@ class GRPOSettings:
         "train on a bf16/fp32 base: merging into NF4 layers on every sync is lossy (refused).",
         False,
     )
-    vllm_gpu_memory_utilization: float = doc(
+    vllm_gpu_memory_utilization: OpenShare = doc(
         "use_vllm on CUDA: share of the card the colocated engine takes (weights + KV cache); "
         "the trainer needs the rest.",
         0.3,
     )
-    vllm_cpu_kv_cache_gib: float = doc(
+    vllm_cpu_kv_cache_gib: Positive = doc(
         "use_vllm on CPU: the colocated engine's KV cache in GiB.", 0.5
     )
     vllm_enable_sleep_mode: bool = doc(
@@ -122,7 +159,7 @@ class GRPOSettings:
         "stale weights with it in colocate mode; untested here: the CPU engine has no sleep).",
         False,
     )
-    vllm_max_model_length: int | None = doc(
+    vllm_max_model_length: Count | None = doc(
         "use_vllm: longest prompt + completion the engine accepts; None = the budget of the "
         "mix's longest prompts (prompts.max_reflection_prompt_tokens when it holds Refl. items, "
         "else prompts.max_prompt_tokens) + max_completion_length (the checkpoint's 40,960 "
@@ -140,17 +177,14 @@ class GRPOSettings:
         taken = set(self.trl) & {f.name for f in fields(self)}
         if taken:
             raise ValueError(f"grpo.trl sets {sorted(taken)}: set grpo.<name> instead")
-        if not 0.0 <= self.warmup_ratio < 1.0:
-            raise ValueError(f"warmup_ratio must be in [0, 1), got {self.warmup_ratio}")
-        top = VLLM_LORA_RANKS[-1]
-        if not 1 <= self.lora_r <= top:
-            raise ValueError(
-                f"lora_r must be 1 to {top} (vLLM serves LoRA adapters up to rank {top}), "
-                f"got {self.lora_r}"
-            )
-        if self.num_generations < 2:
-            raise ValueError("num_generations (group size) must be >= 2")
         gen = self.generation_batch_size
+        batch = gen or self.per_device_train_batch_size * self.gradient_accumulation_steps
+        if batch % self.num_generations:
+            # TRL generates whole groups; it would refuse this only when 03 starts
+            raise ValueError(
+                f"generation_batch_size ({batch}; None = micro-batch x accumulation) must be a "
+                f"multiple of num_generations ({self.num_generations}): whole groups are generated"
+            )
         if gen is not None and gen % self.per_device_train_batch_size:
             raise ValueError("generation_batch_size must be a multiple of the micro-batch")
         steps_per_generation = (gen or 0) // self.per_device_train_batch_size
@@ -204,15 +238,78 @@ def grpo_args(
 
 
 def check_trl_keys(trl: dict[str, Any]) -> None:
-    """Refuse a grpo.trl key that trl.GRPOConfig does not have (imports TRL, so torch: the params
-    check at load cannot do it; `rmlib run` calls this before any work)."""
+    """Refuse a grpo.trl key that trl.GRPOConfig does not have (`rmlib run` and its dry run call
+    this before any work; torch-free, see trl_config_fields)."""
     if not trl:
         return
-    from trl import GRPOConfig
-
-    unknown = sorted(set(trl) - {f.name for f in fields(GRPOConfig)})
+    unknown = sorted(set(trl) - trl_config_fields())
     if unknown:
         raise ValueError(f"'grpo.trl': {unknown} are not trl.GRPOConfig fields")
+
+
+def trl_config_fields() -> frozenset[str]:
+    """trl.GRPOConfig's field names, read from the source of its dataclass and of its bases (TRL's
+    and transformers'). Importing TRL would import torch, which the dry run must not; a test
+    checks this set against dataclasses.fields(GRPOConfig)."""
+    return frozenset(_dataclass_fields("trl.trainer.grpo_config", "GRPOConfig"))
+
+
+@functools.cache
+def _dataclass_fields(module: str, name: str) -> set[str]:
+    """The annotated names of class `name` of `module` and of its bases, followed through the
+    `from ... import` lines of the file defining it (no module is imported)."""
+    path, package = _source_of(module, name)
+    tree = ast.parse(path.read_text())
+    cls = next(n for n in tree.body if isinstance(n, ast.ClassDef) and n.name == name)
+    names = {
+        s.target.id
+        for s in cls.body
+        if isinstance(s, ast.AnnAssign)
+        and isinstance(s.target, ast.Name)
+        and "ClassVar" not in ast.unparse(s.annotation)
+    }
+    imported = _imports(tree, package)
+    for base in cls.bases:
+        if isinstance(base, ast.Name) and base.id in imported:
+            names |= _dataclass_fields(imported[base.id], base.id)
+    return names
+
+
+def _imports(tree: ast.Module, package: str) -> dict[str, str]:
+    """Name -> absolute module of a file's top-level `from X import name` lines."""
+    out = {}
+    for node in tree.body:
+        if isinstance(node, ast.ImportFrom):
+            parent = package.rsplit(".", node.level - 1)[0] if node.level else ""
+            source = ".".join(p for p in (parent, node.module) if p)
+            out.update({a.asname or a.name: source for a in node.names})
+    return out
+
+
+def _source_of(module: str, name: str) -> tuple[Path, str]:
+    """(file defining class `name` of `module`, that file's package): the module's own file, else
+    (a package re-exporting it lazily, as transformers does) the one file beside it that does."""
+    top, *rest = module.split(".")
+    spec = importlib.util.find_spec(top)  # a top-level find_spec imports nothing
+    if spec is None or not spec.submodule_search_locations:
+        raise ValueError(f"cannot check grpo.trl: package {top!r} is not installed")
+    base = Path(next(iter(spec.submodule_search_locations))).joinpath(*rest)
+    if base.with_suffix(".py").is_file():
+        path, package = base.with_suffix(".py"), module.rpartition(".")[0]
+    else:
+        path, package = base / "__init__.py", module
+    if not _defines(path, name):
+        hits = [f for f in sorted(path.parent.glob("*.py")) if _defines(f, name)]
+        if len(hits) != 1:
+            raise ValueError(
+                f"cannot check grpo.trl: no one file under {path.parent} defines {name}"
+            )
+        path = hits[0]
+    return path, package
+
+
+def _defines(path: Path, name: str) -> bool:
+    return re.search(rf"^class {name}\b", path.read_text(), re.MULTILINE) is not None
 
 
 def lora_config(cfg: Any) -> Any:

@@ -61,7 +61,7 @@ from typing import Any, Literal
 import pandas as pd
 
 from rmlib import prompts
-from rmlib.config import PARAMS, doc
+from rmlib.config import PARAMS, CountOrOff, Seed, doc
 from rmlib.data.pair import DataError, Pair
 
 PAIR_CLASSES: tuple[str, ...] = ("easy", "mixed", "all_wrong", "correct_or_failed")
@@ -95,10 +95,10 @@ class TrainMixConfig:
         "'refl_only' (the mix's Refl. items).",
         "mix",
     )
-    max_pref: int | None = doc(
+    max_pref: CountOrOff | None = doc(
         "Cap on Pref. items, met at the ratio (None = no cap; paper: 13,692 for Qwen3-4B).", None
     )
-    max_refl: int | None = doc(
+    max_refl: CountOrOff | None = doc(
         "Cap on Refl. items, met at the ratio (None = up to one per mixed pair; paper: 3,420).",
         None,
     )
@@ -107,14 +107,10 @@ class TrainMixConfig:
         "one is never easy); False ignores unparseable rollouts. Never a critique either way.",
         True,
     )
-    seed: int | None = doc("Seed of every draw of the mix; None = the run's seed.", None)
+    seed: Seed | None = doc("Seed of every draw of the mix; None = the run's seed.", None)
 
     def __post_init__(self) -> None:
         self.ratio_parts()  # validates
-        for name in ("max_pref", "max_refl"):
-            value = getattr(self, name)
-            if value is not None and value < 0:
-                raise ValueError(f"{name} must be >= 0 or None, got {value}")
 
     def ratio_parts(self) -> tuple[Fraction, Fraction]:
         """The ratio as (pref, refl) fractions, e.g. '4:1' → (4, 1)."""

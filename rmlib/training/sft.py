@@ -30,7 +30,17 @@ from pathlib import Path
 from typing import Any, Literal
 
 from rmlib import prompts, status
-from rmlib.config import PARAMS, Precision, Scheduler, doc
+from rmlib.config import (
+    PARAMS,
+    Count,
+    Dropout,
+    Positive,
+    Precision,
+    Scheduler,
+    Seed,
+    Share,
+    doc,
+)
 from rmlib.data.pair import Pair
 
 
@@ -41,22 +51,22 @@ class WarmupConfig:
     """The format warm-up (LoRA SFT); the `warmup` section of a params file."""
 
     enabled: bool = doc("Run the warm-up (tiny models only; Qwen3-4B needs none).", False)
-    n_examples: int = doc("Demo pairs to learn from (64 taught SmolLM2 the format).", 64)
-    refl_share: float = doc("Share of examples that are Refl. items (both verdict nouns).", 0.25)
-    epochs: float = doc(
+    n_examples: Count = doc("Demo pairs to learn from (64 taught SmolLM2 the format).", 64)
+    refl_share: Share = doc("Share of examples that are Refl. items (both verdict nouns).", 0.25)
+    epochs: Positive = doc(
         "Passes over the examples (SmolLM2 here: 1 epoch at lr 2e-4 left ~2 % of sampled "
         "rollouts parseable, 2 epochs at 5e-4 97 %; module docstring).",
         2.0,
     )
-    batch_size: int = doc("Examples per device batch.", 4)
-    gradient_accumulation_steps: int = doc("Batches per optimizer step.", 1)
-    learning_rate: float = doc("Peak learning rate of the LoRA SFT.", 5e-4)
+    batch_size: Count = doc("Examples per device batch.", 4)
+    gradient_accumulation_steps: Count = doc("Batches per optimizer step.", 1)
+    learning_rate: Positive = doc("Peak learning rate of the LoRA SFT.", 5e-4)
     lr_scheduler_type: Scheduler = doc("Learning-rate schedule.", "linear")
-    lora_r: int = doc("LoRA rank.", 16)
-    lora_alpha: int = doc("LoRA alpha.", 32)
-    lora_dropout: float = doc("LoRA dropout.", 0.0)
+    lora_r: Count = doc("LoRA rank.", 16)
+    lora_alpha: Count = doc("LoRA alpha.", 32)
+    lora_dropout: Dropout = doc("LoRA dropout.", 0.0)
     lora_target_modules: str = doc("LoRA targets ('all-linear').", "all-linear")
-    max_length: int = doc("Longest prompt + completion in tokens (longer are cut).", 1024)
+    max_length: Count = doc("Longest prompt + completion in tokens (longer are cut).", 1024)
     precision: Precision = doc(
         "Weights under the adapter: 'auto' (bf16 on GPU, fp32 on CPU), 'fp32', 'bf16' or 'nf4'.",
         "auto",
@@ -65,17 +75,13 @@ class WarmupConfig:
         "dtype of the merged checkpoint written for generation.", "bf16"
     )
     gradient_checkpointing: bool = doc("Activation checkpointing (off: ~26 % faster here).", False)
-    data_seed: int | None = doc(
+    data_seed: Seed | None = doc(
         "Seed of the demo pairs drawn; None = run seed + 1 (so they "
         "differ from the rollout pairs).",
         None,
     )
-    seed: int | None = doc("Training seed; None = run seed.", None)
-    torch_threads: int | None = doc("CPU threads for torch; None = torch's default.", None)
-
-    def __post_init__(self) -> None:
-        if not 0.0 <= self.refl_share <= 1.0:
-            raise ValueError(f"refl_share must be in [0, 1], got {self.refl_share}")
+    seed: Seed | None = doc("Training seed; None = run seed.", None)
+    torch_threads: Count | None = doc("CPU threads for torch; None = torch's default.", None)
 
 
 @dataclass
