@@ -58,13 +58,16 @@ def test_colocated_engine_follows_the_policy_after_optimizer_steps(mix, tmp_path
         tmp_path / "run",
         backbone=TINY_QWEN3,
         precision="fp32",
+        seed=7,
         reward_funcs=[length_reward],
         verbose=False,
     )
     assert trainer.use_vllm and trainer.vllm_generation.mode == "colocate"
     # the engine runs in the trainer's precision (vLLM's own `auto` would pick bf16 on any x86
     # CPU, and the comparison below would measure two CPUs' bf16 kernels, not the sync)
-    assert trainer.vllm_generation.llm.llm_engine.model_config.dtype == torch.float32
+    engine = trainer.vllm_generation.llm.llm_engine.model_config
+    assert engine.dtype == torch.float32
+    assert trainer.args.seed == 7 and engine.seed == 7  # the run's seed (+ process index 0)
     probe = colocate.probe_ids(load_tokenizer(TINY_QWEN3))
     before = colocate.policy_logprobs(trainer, probe)
     assert torch.allclose(colocate.engine_logprobs(trainer, probe), before, atol=5e-3)

@@ -45,12 +45,14 @@ def _on_cuda() -> bool:
 ENGINE_DTYPE = {"fp32": "float32", "bf16": "bfloat16", "nf4": "bfloat16"}
 
 
-def engine_llm(llm_class: Any, *, dtype: str, kv_cache_gib: float | None) -> Any:
-    """vllm.LLM with TRL's arguments and the trainer's `dtype`; with `kv_cache_gib` (CPU), its
-    memory sized for the CPU engine."""
+def engine_llm(llm_class: Any, *, dtype: str, kv_cache_gib: float | None, seed: int = 0) -> Any:
+    """vllm.LLM with TRL's arguments, the trainer's `dtype` and the run's `seed` (added to TRL's
+    own, the process index, so data-parallel processes still draw differently); with
+    `kv_cache_gib` (CPU), its memory sized for the CPU engine."""
 
     def make(**kwargs: Any) -> Any:
         kwargs["dtype"] = dtype
+        kwargs["seed"] = seed + kwargs.get("seed", 0)
         if kv_cache_gib is None:
             return llm_class(**kwargs)
         kwargs.pop("gpu_memory_utilization", None)
@@ -87,10 +89,10 @@ def sync_cpu_engine(generation: Any) -> None:
 
 @contextlib.contextmanager
 def colocated_generation(
-    precision: str, kv_cache_gib: float = CPU_COLOCATE_KV_GIB
+    precision: str, kv_cache_gib: float = CPU_COLOCATE_KV_GIB, seed: int = 0
 ) -> Iterator[None]:
-    """While a GRPOTrainer is built: TRL's colocated engine runs in the trainer's `precision`;
-    on CPU it also gets the two fixes above."""
+    """While a GRPOTrainer is built: TRL's colocated engine runs in the trainer's `precision`,
+    seeded from the run's `seed`; on CPU it also gets the two fixes above."""
     from trl.generation import vllm_generation as tg
     from trl.trainer import grpo_trainer
 
@@ -100,7 +102,8 @@ def colocated_generation(
     class ColocateGeneration(tg.VLLMGeneration):
         def _init_vllm(self) -> None:
             real = tg.LLM
-            tg.LLM = engine_llm(real, dtype=dtype, kv_cache_gib=None if on_cuda else kv_cache_gib)
+            kv = None if on_cuda else kv_cache_gib
+            tg.LLM = engine_llm(real, dtype=dtype, kv_cache_gib=kv, seed=seed)
             try:
                 super()._init_vllm()
             finally:

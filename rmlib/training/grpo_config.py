@@ -132,8 +132,8 @@ class GRPOSettings:
     logging_steps: Count = doc("Log (and write progress.csv) every this many steps.", 1)
     seed: Seed | None = doc(
         "Training seed: LoRA init (TRL seeds before wrapping the policy), data order, and the "
-        "groups' sampling when transformers generates them (use_vllm off). With use_vllm, TRL "
-        "seeds the colocated engine with the process index (0, 1, ...), not this seed. "
+        "groups' sampling: when transformers generates them (use_vllm off), and with use_vllm "
+        "the colocated engine's seed is this seed + the process index (TRL's own). "
         "None = run seed.",
         None,
     )

@@ -188,11 +188,12 @@ def build_trainer(
     )
     if reward_funcs is None:
         reward_funcs = [JudgmentReward(eos_ids(model, tokenizer), cfg.unparseable_penalty)]
-    with colocated_generation(precision, cfg.vllm_cpu_kv_cache_gib):
+    args = grpo_args(cfg, output_dir, seed=seed, enable_thinking=enable_thinking)
+    with colocated_generation(precision, cfg.vllm_cpu_kv_cache_gib, seed=args.seed):
         trainer = _trainer_class()(
             model=model,
             reward_funcs=list(reward_funcs),
-            args=grpo_args(cfg, output_dir, seed=seed, enable_thinking=enable_thinking),
+            args=args,
             train_dataset=dataset,
             processing_class=tokenizer,
             peft_config=lora_config(cfg),
