@@ -281,21 +281,28 @@ class GenerationSection:
         "so a server always has work queued. Raise it with the number of servers.",
         256,
     )
-    # A hung server (it accepts, never answers) fails a request within (connect + write + pool +
-    # read) x (max_retries + 1) + backoff = 110 s with these defaults, under the 2 minutes a run
-    # may wait for its first error (rmlib.generation.http.HTTPTimeouts.worst_case_seconds).
+    # A hung server (it accepts, never answers) gives its first error at the handshake, the model
+    # list each endpoint is asked for before the first completion: (connect + write + pool +
+    # probe) x (max_retries + 1) + backoff = 100.5 s with these defaults, under the 2 minutes a
+    # run may wait (rmlib.generation.http.HTTPTimeouts.first_error_seconds). A completion itself
+    # may take as long as it needs up to http_read_timeout.
     http_connect_timeout: Positive = doc(
         "backend 'http': seconds to open a connection. A reachable server accepts in "
         "milliseconds; 10 s covers SYN retransmissions (1 s, then 3 s) and a slow name lookup.",
         10.0,
     )
     http_read_timeout: Positive = doc(
-        "backend 'http': seconds a request may wait for the server's answer. Requests are not "
-        "streamed, so this bounds one request's whole completion, its wait in the server's queue "
-        "included: a 1,024-token judgment takes well under a minute on a GPU server with a full "
-        "batch (assumed from vLLM's decode rates for a 4B model, not measured here). Raise it for "
-        "much longer generations or a server queue deeper than its batch.",
-        90.0,
+        "backend 'http': seconds a completion may wait for the server's answer. Requests are not "
+        "streamed, so this bounds one request's whole completion, its wait in the server's "
+        "queue included: on a 24 GB card a full batch of 1,024-token judgments can take minutes "
+        "(a server that hangs from the start is caught by http_probe_timeout instead).",
+        600.0,
+    )
+    http_probe_timeout: Positive = doc(
+        "backend 'http': seconds the model list (GET /v1/models) may take at the handshake "
+        "before the first completion: a small answer a live server gives in milliseconds, so a "
+        "server that accepts and never answers is named within seconds, not a read timeout.",
+        30.0,
     )
     http_write_timeout: Positive = doc(
         "backend 'http': seconds to send a request (one prompt, tens of KB: it goes into the "
@@ -309,10 +316,9 @@ class GenerationSection:
     )
     http_max_retries: CountOrOff = doc(
         "backend 'http': the openai client's retries of a failed request (connection error, "
-        "timeout, HTTP 408/409/429/5xx) per endpoint before it moves on to the next endpoint. 0: "
-        "a retry of a timed-out request costs another whole read timeout, and a hung server "
-        "does not recover in seconds; raise it for a server behind a rate-limiting proxy (429).",
-        0,
+        "timeout, HTTP 408/409/429/5xx) per endpoint before it moves on to the next endpoint; "
+        "raise it for a server behind a rate-limiting proxy (429).",
+        1,
     )
 
     def __post_init__(self) -> None:

@@ -36,6 +36,7 @@ from rmlib.generation.http import (
     HTTPBackendError,
     HTTPTimeouts,
     ModelNotServedError,
+    ServerUnreachableError,
 )
 from rmlib.generation.store import CachedBackend, GenerationStore
 from rmlib.models import TINY_QWEN3, load_backbone, resolve_model
@@ -74,8 +75,9 @@ class FakeServer:
     stall before answering; hold: answer nothing until that many requests were in flight at
     once (at most 10 s); api_key: like vLLM --api-key, a request without
     `Authorization: Bearer <api_key>` is answered 401; canned: greedy answers by prompt, sent
-    without running the model; echo: (status, pad): every request is answered that status with
-    an error page echoing its Authorization header after `pad` dots, as some proxies do;
+    without running the model; echo: (status, pad): every request (echo_models False: every
+    completions request) is answered that status with an error page echoing its Authorization
+    header after `pad` dots, as some proxies do;
     max_model_len: listed on the first (base) model's entry of GET /v1/models, the others listed
     as its adapters with none, as vLLM lists them (None: no length listed, as SGLang). `peak` is
     the most completions requests it held at once (counted from the request read to the answer
@@ -95,11 +97,12 @@ class FakeServer:
         api_key: str | None = None,
         canned: dict[str, Generation] | None = None,
         echo: tuple[int, int] | None = None,
+        echo_models: bool = True,
         max_model_len: int | None = None,
     ) -> None:
         self.max_model_len = max_model_len
         self.hf, self.served, self.api_key, self.canned = hf, served, api_key, canned or {}
-        self.echo = echo
+        self.echo, self.echo_models = echo, echo_models
         self.fail_first, self.fail_after = fail_first, fail_after
         self.delay, self.jitter, self.hold = delay, jitter, hold
         self.held = threading.Event()  # set once `hold` requests were in flight
@@ -128,7 +131,7 @@ class FakeServer:
                 pass
 
             def do_GET(self) -> None:
-                if server.echo:
+                if server.echo and server.echo_models:
                     return self._json(*self._echoed())
                 if not self._authorized():
                     return None
@@ -376,8 +379,11 @@ def test_a_dead_endpoint_fails_over_to_the_live_one(serve):
     dead.close()  # nothing listens on its port any more: connection refused
     live = serve()
     client = _client([dead.url, live.url], max_retries=2)
-    got = client.generate(PROMPTS, GREEDY)
+    with pytest.warns(UserWarning, match=rf"^{dead.url}/v1/models .*Connection error.* other"):
+        got = client.generate(PROMPTS, GREEDY)
     assert all(g[0].n_tokens == 6 for g in got) and client.stats.retries >= 1
+    with pytest.raises(ServerUnreachableError, match=rf"^{dead.url}/v1/models .*; {dead.url}"):
+        _client([dead.url, dead.url], max_retries=0).generate(PROMPTS, GREEDY)
 
 
 def test_a_stalled_server_times_out_with_a_clear_error(serve):
@@ -420,28 +426,31 @@ def mute_server() -> Iterator[str]:
 
 
 def test_a_server_that_never_answers_fails_within_the_timeouts(mute_server):
-    """Each attempt waits one read timeout, not forever; the error names the URL and the model."""
-    timeouts = HTTPTimeouts(connect=1.0, read=0.4, write=1.0, pool=1.0, max_retries=1)
+    """A server that accepts and never answers is named at the handshake, within the model
+    list's (probe) timeout on each attempt, not a completion's read timeout; the error names the
+    URL and the model."""
+    timeouts = HTTPTimeouts(connect=1.0, read=60.0, probe=0.4, write=1.0, pool=1.0, max_retries=1)
     client = HTTPBackend(mute_server, MODEL, timeouts=timeouts, concurrency=1, progress=False)
     start = time.monotonic()
-    with pytest.raises(HTTPBackendError) as info:
+    with pytest.raises(ServerUnreachableError) as info:
         client.generate(PROMPTS[:1], GREEDY)
     took = time.monotonic() - start
-    assert 2 * timeouts.read <= took < timeouts.worst_case_seconds() + 1.0, took
+    assert 2 * timeouts.probe <= took < timeouts.first_error_seconds() + 1.0, took
     message = str(info.value)
-    assert message.startswith(f"{mute_server}/v1/completions (model {MODEL!r}): ")
-    assert "failed 2 times" in message and "timed out" in message
-    assert client.stats.requests == 2 and client.stats.retries == 1
+    assert message.startswith(f"{mute_server}/v1/models (model {MODEL!r}): ")
+    assert "timed out" in message and "1 retries" in message
+    assert client.stats.requests == 2  # the model list, tried twice; no completion sent
 
 
 def test_the_default_settings_fail_a_hung_server_within_two_minutes():
     """The defaults (a run's: generation.http_*) bound a hung server's time to the first error:
-    every phase's timeout, on every attempt, plus the backoff between them."""
+    the handshake's model list, every phase's timeout on every attempt, plus the backoff."""
     default = HTTPTimeouts()
-    assert default.worst_case_seconds() <= 120
-    assert default.worst_case_seconds() == (
-        (default.connect + default.write + default.pool + default.read) * (default.max_retries + 1)
-    )
+    assert default.first_error_seconds() <= 120
+    attempt = default.connect + default.write + default.pool + default.probe
+    assert default.first_error_seconds() == attempt * (default.max_retries + 1) + 0.5
+    # a completion may take longer: up to its read timeout on each attempt
+    assert default.worst_case_seconds() > default.first_error_seconds()
     assert default.worst_case_seconds(endpoints=2) == 2 * default.worst_case_seconds()
     # the settings before: 600 s a read, 5 retries (0.5 + 1 + 2 + 4 + 8 s of backoff) = an hour
     former = HTTPTimeouts(connect=10.0, read=600.0, write=600.0, pool=600.0, max_retries=5)
@@ -510,7 +519,8 @@ def test_many_requests_are_in_flight_and_answers_come_back_in_order(serve):
     for gens, p in zip(got, prompts, strict=True):
         _same(gens, [canned[p]])
     assert sorted(server.answered) == sorted(prompts) and server.answered != prompts
-    assert client.stats.requests == len(prompts) and client.stats.retries == 0
+    # one model list at the handshake, then one request a prompt
+    assert client.stats.requests == len(prompts) + 1 and client.stats.retries == 0
     assert client.stats.generated_tokens == 2 * len(prompts)
 
 
@@ -522,11 +532,12 @@ def test_the_api_key_is_sent_as_a_bearer_token(serve, monkeypatch):
     monkeypatch.setenv("OPENAI_API_KEY", "sk-secret")
     client = _client(server.url)
     assert client.api_key is None
-    with pytest.raises(HTTPBackendError, match=r"HTTP 401: Unauthorized\. The server wants an API"):
-        client.generate(PROMPTS[:1], GREEDY)
+    # refused at the handshake (the model list), before any completion is sent
     with pytest.raises(HTTPBackendError, match=rf"^{server.url}/v1/models \(model '{MODEL}'\): "):
+        client.generate(PROMPTS[:1], GREEDY)
+    with pytest.raises(HTTPBackendError, match=r"HTTP 401: Unauthorized\. The server wants an API"):
         client.served_models()
-    assert client.stats.retries == 0 and server.requests == 1
+    assert client.stats.retries == 0 and server.requests == 0
     assert set(server.auth) == {"Bearer EMPTY"}  # the completions and the model list
     with pytest.raises(HTTPBackendError, match="none was sent: pass api_key"):
         client.served_models()
@@ -541,25 +552,38 @@ def test_the_api_key_is_sent_as_a_bearer_token(serve, monkeypatch):
 KEY = "sk-echo-0123456789abcdef"
 
 
+@pytest.mark.parametrize("where", ["completions", "model-list"])
 @pytest.mark.parametrize(
     "status, pad",
     [(400, 0), (503, 0), (400, 470), (503, 470)],
     ids=["refused", "failed-after-retries", "refused-cut", "failed-cut"],
 )
-def test_a_server_echoing_the_key_never_puts_it_in_an_error_or_the_log(serve, caplog, status, pad):
+def test_a_server_echoing_the_key_never_puts_it_in_an_error_or_the_log(
+    serve, caplog, status, pad, where
+):
     """An error page echoing the request's Authorization header: the key is taken out of every
-    error text (refused at once, or failed after the retries; the model list too), also where
-    the page is cut at 500 characters mid-key (pad 470: after 'Authorization: Bearer ' the
-    key straddles the cut), and no log line carries it."""
+    error text (refused at once, or failed after the retries; a completion's, or the model
+    list's at the handshake), also where the page is cut at 500 characters mid-key (pad 470:
+    after 'Authorization: Bearer ' the key straddles the cut), and no log line carries it."""
     caplog.set_level(logging.DEBUG)
-    server = serve(echo=(status, pad))
+    server = serve(echo=(status, pad), echo_models=where == "model-list")
     client = _client(server.url, api_key=KEY, max_retries=1)
     with pytest.raises(HTTPBackendError) as raised:
         client.generate(PROMPTS[:1], GREEDY)
-    with pytest.raises(HTTPBackendError) as listed:
-        client.served_models()
-    assert server.auth == [] and len(server.bodies) == (1 if status == 400 else 2)
-    for err in (raised.value, listed.value):
+    errors = [raised.value]
+    if where == "model-list":
+        with pytest.raises(HTTPBackendError) as listed:
+            client.served_models()
+        errors.append(listed.value)
+        assert server.bodies == []  # refused at the handshake: no completion was sent
+    else:
+        assert len(server.bodies) == (1 if status == 400 else 2)
+    assert (
+        "/v1/models" in str(raised.value)
+        if where == "model-list"
+        else "/completions" in str(raised.value)
+    )
+    for err in errors:
         text = str(err)
         assert f"HTTP {status}" in text and "Authorization: Bearer " in text
         assert KEY[:6] not in text, text  # no part of the key, cut or not

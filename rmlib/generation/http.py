@@ -76,18 +76,17 @@ server's error page may echo the request's headers: every error text is stripped
 
 Timeouts (`HTTPTimeouts`, one per phase of a request): a request is not streamed, so the server
 sends nothing until its completion is whole, and the read timeout bounds the whole generation of
-one request (its wait in the server's queue included), not only a silence. The defaults make a
-server that accepts connections and never answers fail within 2 minutes (110 s:
-`HTTPTimeouts.worst_case_seconds`), where 600 s x 6 attempts made a run wait an hour before;
-rmlib.config's generation.http_* parameters say why each number. A generation longer than the
-read timeout (thousands of new tokens, or a server queue much deeper than its batch) needs `read`
-raised (generation.http_read_timeout); streaming the answer would bound only the silence, but
-is not done here.
+one request (its wait in the server's queue included), not only a silence: 600 s by default, as
+a full batch of long judgments on a small card can take minutes. A hang is caught earlier: before
+its first completion the backend asks each server for its model list (the handshake, with the
+short `probe` read timeout), so a server that accepts connections and never answers is named
+within 2 minutes (100.5 s: `HTTPTimeouts.first_error_seconds`), where 600 s x 6 attempts made a
+run wait an hour before; with several endpoints, one that is down is a notice and the others take
+its requests. rmlib.config's generation.http_* parameters say why each number.
 
 Errors: the openai client retries connection errors, timeouts and HTTP 408/409/429/5xx itself,
 with exponential backoff (0.5 s doubling to 8 s, jittered; a `Retry-After` of up to 2 minutes
-honoured) up to `max_retries` times (default 0: a hung server does not get better within a
-minute, and a retry costs a whole read timeout); a request that still fails moves on to the next
+honoured) up to `max_retries` times (default 1); a request that still fails moves on to the next
 endpoint (each endpoint once; one that failed so in the last minute is tried last), and after the
 last `HTTPBackendError` says what failed and how often. A 404 or 400 whose message is about the
 model or adapter raises `ModelNotServedError` at once, naming the model and the models the server
@@ -136,35 +135,44 @@ def _run_default(name: str) -> Any:
 @dataclass(frozen=True)
 class HTTPTimeouts:
     """Seconds each phase of one HTTP request may take (httpx's connect, read, write, pool), and
-    the openai client's retries of a failed request per endpoint. The defaults are a run's
-    (generation.http_connect_timeout etc.; rmlib.config says why each number): a server that
-    accepts and never answers fails a request within `worst_case_seconds()` <= 120 s."""
+    the openai client's retries of a failed request per endpoint; `probe`: the read timeout of
+    the model list asked at the handshake. The defaults are a run's (generation.http_*;
+    rmlib.config says why each number): a server that accepts and never answers is named within
+    `first_error_seconds()` <= 120 s, a completion may take up to `worst_case_seconds()`."""
 
     connect: float = _run_default("connect_timeout")
     read: float = _run_default("read_timeout")
+    probe: float = _run_default("probe_timeout")
     write: float = _run_default("write_timeout")
     pool: float = _run_default("pool_timeout")
     max_retries: int = _run_default("max_retries")
 
     def __post_init__(self) -> None:
-        if min(self.connect, self.read, self.write, self.pool) <= 0 or self.max_retries < 0:
+        if min(self.connect, self.read, self.probe, self.write, self.pool) <= 0 or (
+            self.max_retries < 0
+        ):
             raise ValueError(f"timeouts must be > 0 and max_retries >= 0, got {self}")
 
-    def httpx(self) -> httpx2.Timeout:
-        return httpx2.Timeout(
-            connect=self.connect, read=self.read, write=self.write, pool=self.pool
-        )
+    def httpx(self, read: float | None = None) -> httpx2.Timeout:
+        read = self.read if read is None else read
+        return httpx2.Timeout(connect=self.connect, read=read, write=self.write, pool=self.pool)
 
-    def worst_case_seconds(self, endpoints: int = 1) -> float:
+    def worst_case_seconds(self, endpoints: int = 1, read: float | None = None) -> float:
         """The longest a request can take to fail: every attempt on every endpoint spends each
-        phase's whole timeout, plus the client's longest backoff before each retry (a
-        Retry-After header, which a hung server does not send, can add up to 2 minutes)."""
-        attempt = self.connect + self.write + self.pool + self.read
+        phase's whole timeout (`read`: the read timeout, default a completion's), plus the
+        client's longest backoff before each retry (a Retry-After header, which a hung server
+        does not send, can add up to 2 minutes)."""
+        attempt = self.connect + self.write + self.pool + (self.read if read is None else read)
         backoff = sum(
             min(openai_constants.INITIAL_RETRY_DELAY * 2**k, openai_constants.MAX_RETRY_DELAY)
             for k in range(self.max_retries)
         )
         return endpoints * (attempt * (self.max_retries + 1) + backoff)
+
+    def first_error_seconds(self, endpoints: int = 1) -> float:
+        """The longest a server that hangs from the start keeps a run waiting: the handshake's
+        model list fails first, on each endpoint in turn."""
+        return self.worst_case_seconds(endpoints, read=min(self.probe, self.read))
 
     def describe(self) -> str:
         return (
@@ -179,6 +187,10 @@ class HTTPBackendError(RuntimeError):
 
 class ModelNotServedError(HTTPBackendError):
     """The server does not serve the requested model or adapter name."""
+
+
+class ServerUnreachableError(HTTPBackendError):
+    """A server that cannot be connected to, or does not answer within the timeouts."""
 
 
 class ContextTooShortError(HTTPBackendError):
@@ -266,7 +278,7 @@ class HTTPBackend:
         self.extra_body = dict(VLLM_EXTRAS if extra_body is None else extra_body)
         self.progress = progress
         self.context_tokens = context_tokens
-        self._context_checked = context_tokens is None
+        self._handshaken = False
         self.stats = HTTPStats()
         self.clients = [self._client(base) for base in self.endpoints]
         self._turn = itertools.count()
@@ -282,8 +294,8 @@ class HTTPBackend:
             raise ValueError("n and offset must be >= 0")
         if n == 0 or not prompts:
             return [[] for _ in prompts]
-        if not self._context_checked:  # here, not at construction: a cached run needs no server
-            self._check_context()
+        if not self._handshaken:  # here, not at construction: a cached run needs no server
+            self._handshake()
         start = time.perf_counter()
         try:
             got = _on_loop(self._run(self._jobs(prompts, params, n, offset)))
@@ -309,7 +321,9 @@ class HTTPBackend:
         entry has none: the adapter runs in its base's engine, so the base's applies); SGLang
         and others may list none. endpoint: one of `endpoints` (default: the first).
         """
-        cards = self._cards(endpoint)
+        return self._length_in(self._cards(endpoint))
+
+    def _length_in(self, cards: list[Any]) -> int | None:
         by_id = {card.id: card for card in cards}
         mine = by_id.get(self.model)
         for card in (mine, by_id.get(getattr(mine, "parent", None) or "")):
@@ -320,40 +334,64 @@ class HTTPBackend:
         lengths = [x for x in map(_reported_length, cards) if x is not None]
         return min(lengths) if lengths else None
 
-    def _check_context(self) -> None:
-        """Every server's max_model_len holds `context_tokens`, or one line saying what to set."""
-        need = int(self.context_tokens or 0)
+    def _handshake(self) -> None:
+        """Before the first completion, each server's model list: servers that are down or hang
+        are named within `timeouts.first_error_seconds()` (not a completion's read timeout):
+        all of them, an error; some, a notice (the others take their requests). With
+        `context_tokens`, each max_model_len must hold them (or one line says what to set). A
+        server without a model list (HTTP 404) gets a notice."""
+        down = []
         for endpoint in self.endpoints:
-            url = f"{endpoint}/models"
             try:
-                length = self.max_model_len(endpoint)
-            except HTTPBackendError as e:  # a server down now: its requests will say so
-                warnings.warn(f"{e}; its context length is not checked", stacklevel=3)
+                cards = self._cards(endpoint, missing_ok=True)
+            except ServerUnreachableError as e:
+                down.append(e)
                 continue
-            if length is None:
+            if cards is None:
                 warnings.warn(
-                    f"{url} reports no max_model_len for model {self.model!r}: not checked "
-                    f"that its context holds {need:,} tokens (prompt + generation)",
+                    f"{endpoint}/models lists no models (HTTP 404): the server's context length "
+                    "is not checked",
                     stacklevel=3,
                 )
-            elif length < need:
-                raise ContextTooShortError(
-                    f"{url}: the server's max_model_len for model {self.model!r} is {length:,} "
-                    f"tokens, but prompts + generations need up to {need:,}: restart it with "
-                    f"--max-model-len {need} (vLLM; SGLang: --context-length {need}), or lower "
-                    "the budgets (a run: prompts.max_reflection_prompt_tokens and the "
-                    "max_new_tokens caps)"
-                )
-        self._context_checked = True
+            elif self.context_tokens is not None:
+                self._check_context(endpoint, self._length_in(cards))
+        if len(down) == len(self.endpoints):
+            raise down[0] if len(down) == 1 else ServerUnreachableError("; ".join(map(str, down)))
+        for e in down:
+            warnings.warn(f"{e}: its requests go to the other endpoints first", stacklevel=3)
+        self._handshaken = True
 
-    def _cards(self, endpoint: str | None) -> list[Any]:
-        """The entries of GET /v1/models (openai `Model`s; servers' extra fields kept)."""
+    def _check_context(self, endpoint: str, length: int | None) -> None:
+        need, url = int(self.context_tokens or 0), f"{endpoint}/models"
+        if length is None:
+            warnings.warn(
+                f"{url} reports no max_model_len for model {self.model!r}: not checked "
+                f"that its context holds {need:,} tokens (prompt + generation)",
+                stacklevel=4,
+            )
+        elif length < need:
+            raise ContextTooShortError(
+                f"{url}: the server's max_model_len for model {self.model!r} is {length:,} "
+                f"tokens, but prompts + generations need up to {need:,}: restart it with "
+                f"--max-model-len {need} (vLLM; SGLang: --context-length {need}), or lower "
+                "the budgets (a run: prompts.max_reflection_prompt_tokens and the "
+                "max_new_tokens caps)"
+            )
+
+    def _cards(self, endpoint: str | None, missing_ok: bool = False) -> list[Any] | None:
+        """The entries of GET /v1/models (openai `Model`s; servers' extra fields kept); with
+        `missing_ok`, None where the server has no such route (HTTP 404)."""
         i = 0 if endpoint is None else self.endpoints.index(_api_base(endpoint))
         url = f"{self.endpoints[i]}/models"
         try:
             return _on_loop(self._served(i))
         except openai.APIStatusError as e:
+            if missing_ok and e.status_code == 404:
+                return None
             raise self._status_error(url, e) from None
+        except openai.APIConnectionError as e:  # timeouts included
+            what = f"{_describe(e, self.api_key)} ({self.timeouts.describe()})"
+            raise ServerUnreachableError(f"{url} (model {self.model!r}): {what}") from None
         except openai.APIError as e:
             raise self._error(url, _describe(e, self.api_key)) from None
 
@@ -534,7 +572,8 @@ class HTTPBackend:
 
     async def _served(self, i: int) -> list[Any]:
         # a model list is small and quick: the read timeout of a whole generation is too long
-        page = await self.clients[i].models.list(timeout=min(self.timeouts.read, 30.0))
+        probe = min(self.timeouts.probe, self.timeouts.read)
+        page = await self.clients[i].models.list(timeout=self.timeouts.httpx(read=probe))
         return list(page.data)
 
     async def _sent(self, request: httpx2.Request) -> None:
