@@ -233,7 +233,12 @@ def build_smollm2(out_dir: str | Path, *, dtype: torch.dtype = torch.bfloat16) -
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     tokenizer = AutoTokenizer.from_pretrained(gguf.parent, gguf_file=gguf.name)
-    model = AutoModelForCausalLM.from_pretrained(gguf.parent, gguf_file=gguf.name, dtype=dtype)
+    # read in float32, cast when written: transformers computes GGUF blocks in float32 and warns
+    # ("fastest in float32") when asked for any other dtype; the values are the same (all 273
+    # tensors compared in bf16)
+    model = AutoModelForCausalLM.from_pretrained(
+        gguf.parent, gguf_file=gguf.name, dtype=torch.float32
+    )
     state = {k: v.detach().to(dtype).contiguous() for k, v in model.state_dict().items()}
     if model.config.tie_word_embeddings:
         state.pop("lm_head.weight", None)  # tied: safetensors refuses shared storage
@@ -271,9 +276,17 @@ def resolve_model(name: str) -> str:
     return str(target)
 
 
+def _in_notebook() -> bool:
+    ipython = sys.modules.get("IPython")
+    shell = ipython.get_ipython() if ipython is not None else None
+    return type(shell).__name__ == "ZMQInteractiveShell"  # a Jupyter kernel's shell
+
+
 def _build_atomically(name: str, target: Path, builder: Callable[[Path], Path]) -> None:
-    # stderr: stdout carries only what a command is for (the benchmark's JSON, tables)
-    print(f"rmlib: building {name} into {target} (first use; offline, once)", file=sys.stderr)
+    # a command's stderr: its stdout carries only what it is for (the benchmark's JSON, tables);
+    # in a notebook, its ordinary output: a reader sees progress, not a pink warning block
+    stream = sys.stdout if _in_notebook() else sys.stderr
+    print(f"rmlib: building {name} into {target} (first use; offline, once)", file=stream)
     target.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=f".{target.name}-", dir=target.parent))
     try:

@@ -339,13 +339,22 @@ def _interruptible() -> Iterator[None]:
 
 def _kernel_manager() -> type:
     from jupyter_client import AsyncKernelManager
+    from traitlets import default
 
     class KernelManager(AsyncKernelManager):
         """nbclient's kernel manager, but after Ctrl-C the kernel is killed at once (its
         process group: any engine it started too). The graceful shutdown would interrupt the
         busy kernel mid-shutdown, which prints the kernel's traceback on the user's terminal and
         waits seconds; after a normal finish the shutdown stays graceful (the kernel's exit
-        handlers release what its engines hold)."""
+        handlers release what its engines hold).
+
+        The kernel talks to us over Unix sockets (IPC), not TCP: nothing of the run is reachable
+        from another user's process on a shared machine, and the kernel has no reason to print
+        its warning that a TCP kernel is unencrypted on every notebook's start."""
+
+        @default("transport")
+        def _transport_default(self) -> str:
+            return "ipc"
 
         async def shutdown_kernel(self, now: bool = False, restart: bool = False) -> None:
             await super().shutdown_kernel(now=now or _INTERRUPTED.is_set(), restart=restart)

@@ -1,4 +1,5 @@
-"""Ctrl-C during `rmlib run`: one line, exit 130, no traceback, no kernel left behind.
+"""Ctrl-C during `rmlib run`: one line, exit 130, no traceback, no kernel left behind; and a run
+whose kernels print nothing of their own on the terminal.
 
 A helper script runs the real command line on a one-cell notebook that blocks (it writes its
 kernel's pid, then sleeps); the test sends SIGINT to the process group, as a terminal's Ctrl-C
@@ -116,3 +117,21 @@ def test_ctrl_c_in_any_command_is_one_line_and_exit_130(monkeypatch, capsys):
     monkeypatch.setattr(rmlib.scoring, "score_file", interrupted)
     assert main(["score", "predictions.jsonl", "--benchmark", "rewardbench"]) == 130
     assert capsys.readouterr().err == "rmlib: interrupted\n"
+
+
+def test_a_run_prints_no_kernel_noise_on_the_terminal(tmp_path):
+    """The kernels papermill starts talk over Unix sockets: no '[IPKernelApp] WARNING | Kernel
+    is running over TCP without encryption' on the user's terminal for every notebook."""
+    (tmp_path / "notebooks").mkdir()
+    (tmp_path / "notebooks" / "hello.ipynb").write_text(json.dumps(_notebook("print('hello')")))
+    params = {
+        "run": {"name": "hello", "output_root": str(tmp_path / "outputs"), "notebooks": ["hello"]},
+        "model": {"backbone": "embedded:tiny-qwen3", "precision": "fp32"},
+    }
+    (tmp_path / "params.yaml").write_text(json.dumps(params))
+    (tmp_path / "helper.py").write_text(HELPER)
+    argv = [sys.executable, str(tmp_path / "helper.py"), str(tmp_path)]
+    out = subprocess.run(argv, capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert "IPKernelApp" not in out.stderr and "without encryption" not in out.stderr, out.stderr
+    assert not [p for p in tmp_path.rglob("*ipc*")]  # no socket files left beside the notebooks

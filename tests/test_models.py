@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import sys
 from pathlib import Path
 
 import pytest
@@ -37,7 +38,6 @@ def test_tiny_qwen3_builds_offline_once(tmp_path, monkeypatch, capsys):
     assert "building" not in capsys.readouterr().err  # second use: already built
     assert (path / "model.safetensors").is_file()
     assert not any(tmp_path.glob(".tiny-qwen3-*"))  # the temporary build folder is gone
-
     model, tok = load_backbone(TINY_QWEN3, precision="fp32")
     names = {name.rsplit(".", 1)[-1] for name, _ in model.named_modules()}
     assert set(QWEN3_PROJECTIONS) <= names
@@ -62,6 +62,21 @@ def test_tiny_qwen3_builds_offline_once(tmp_path, monkeypatch, capsys):
     # it ships Qwen3-4B's sampling generation_config, so the silent-defaults trap is present
     gen = json.loads((path / "generation_config.json").read_text())
     assert gen["do_sample"] is True and gen["temperature"] == 0.6 and gen["top_k"] == 20
+
+
+def test_the_build_notice_is_ordinary_output_in_a_notebook(tmp_path, monkeypatch, capsys):
+    """In a Jupyter kernel the notice is the cell's output, not a pink stderr block."""
+    import types
+
+    class ZMQInteractiveShell:  # a kernel's shell, by the name IPython gives it
+        pass
+
+    ipython = types.SimpleNamespace(get_ipython=ZMQInteractiveShell)
+    monkeypatch.setitem(sys.modules, "IPython", ipython)
+    monkeypatch.setenv("RMLIB_CACHE", str(tmp_path))
+    resolve_model(TINY_QWEN3)
+    got = capsys.readouterr()
+    assert "building embedded:tiny-qwen3" in got.out and got.err == ""
 
 
 def test_tiny_config_sets_every_field_at_real_values():
@@ -191,6 +206,16 @@ def test_bnb_cpu_guard_keeps_qlora_gradients_exact():
     # setting its flag as it does on such CPUs reproduces the bug here: gradients go wrong.
     assert _qlora_grads_around_generate(simulate_avx512bf16=True, guard=False) > 0.1
     assert _qlora_grads_around_generate(simulate_avx512bf16=True, guard=True) < 1e-6
+
+
+@pytest.mark.slow
+def test_smollm2_builds_in_bf16_without_the_gguf_dtype_hint(tmp_path, capfd):
+    """The demo's first use builds SmolLM2 inside a notebook: no "fastest in float32" warning
+    (its progress bars are widgets there: tqdm.auto)."""
+    models.build_smollm2(tmp_path, dtype=torch.bfloat16)
+    assert "fastest in float32" not in capfd.readouterr().err  # transformers' own handler
+    config = json.loads((tmp_path / "config.json").read_text())
+    assert config["dtype"] == "bfloat16"
 
 
 @pytest.mark.slow
