@@ -144,6 +144,7 @@ def test_counts_table_layout(hand_case, tokenizer):
         "variant",
         "ratio requested",
         "ratio obtained",
+        "exact",
         "Pref. pool",
         "Pref. requested",
         "Pref.",
@@ -169,6 +170,7 @@ def test_counts_table_layout(hand_case, tokenizer):
         "variant": "mix",
         "ratio requested": "1:1",
         "ratio obtained": "1:1",
+        "exact": "ratio",  # which wins when the caps and the ratio disagree
         "Pref. pool": 7,
         "Pref.": 4,
         "Refl. pool": 4,
@@ -282,7 +284,7 @@ def test_caps_win_over_the_ratio_when_asked(caplog):
     )
     assert (c["pref_requested"], c["refl_requested"]) == (13_692, 3_420)
     assert c["note"] == "" and not caplog.records  # what was asked for: no warning
-    assert c["ratio_obtained"] == "4.00:1"
+    assert c["ratio_obtained"] == "4.00:1" and c["exact"] == "caps"
     # rft trains on the same Pref. draw alone; same_volume on as many Pref. items as the mix;
     # refl_only on the mix's Refl. items
     rft_pref, rft_refl, rc = selected(big, variant="pref_only", **caps)

@@ -279,8 +279,8 @@ def select_items(
     Counts: `pref`/`refl`/`total` obtained, `pref_pool` (non-easy pairs) and `refl_pool` (mixed
     pairs) available, `pref_requested`/`refl_requested` (what the ratio and caps alone ask for,
     None = as many as the pools allow), `ratio` requested, `ratio_obtained` (of the items built),
-    `variant`, and `note` (why the obtained ratio or count differs from the requested one, or "";
-    also logged as a warning).
+    `exact` (which wins when caps and ratio disagree), `variant`, and `note` (why the obtained
+    ratio or count differs from the requested one, or ""; also logged as a warning).
     """
     p, r = cfg.ratio_parts()
     pool = sorted(classes.loc[classes["class"] != "easy", "key"])
@@ -319,6 +319,7 @@ def select_items(
         "refl_requested": want_refl,
         "ratio": cfg.ratio,
         "ratio_obtained": ratio_text(n_pref, n_refl),
+        "exact": cfg.exact,
         "variant": cfg.variant,
         "note": note,
     }
@@ -579,8 +580,9 @@ def _counts(classes: pd.DataFrame, selected: dict[str, Any], backbone: str) -> d
 
 def counts_table(rows: Sequence[dict[str, Any]]) -> pd.DataFrame:
     """The paper's data-table layout: one row per mix (backbone, variant) with the ratio requested
-    and obtained, then for Pref. and Refl. the pool (non-easy / mixed pairs), the count requested
-    (ratio and caps alone; <NA> = as many as the pools allow) and the count obtained, their Sum,
+    and obtained and which of ratio and caps wins when they disagree (`exact`), then for Pref.
+    and Refl. the pool (non-easy / mixed pairs), the count requested (ratio and caps alone;
+    <NA> = as many as the pools allow) and the count obtained, their Sum,
     the paper's counts for the same variant beside them (Qwen3-4B, `rmlib.paper.MIX_COUNTS`;
     <NA> where the paper states none), and how many pairs were easy, mixed and all-wrong (plus
     correct-or-failed)."""
@@ -590,6 +592,7 @@ def counts_table(rows: Sequence[dict[str, Any]]) -> pd.DataFrame:
             "variant": c["variant"],
             "ratio requested": c["ratio"],
             "ratio obtained": c["ratio_obtained"],
+            "exact": c.get("exact", "ratio"),
             "Pref. pool": c["pref_pool"],
             "Pref. requested": c["pref_requested"],
             "Pref.": c["pref"],
