@@ -115,6 +115,18 @@ DATA_VOLUME_ABLATION: list[dict[str, Any]] = [
     },
 ]
 
+# The training sets' sizes for Qwen3-4B (method.md §2), keyed by rmlib.training.mix's variants:
+# Pref. and Refl. items. The mix is a draw of 13,692 Pref. + 3,420 Refl. (4.004:1); "+ GRPO on
+# Pref. only" trains on its Pref. draw alone; the same-volume set is "Pref. 17.1k" in the paper,
+# the mix's 17,112 by this project's definition; a reflection-only judge's set is not stated
+# (None). The mix's counts table prints them beside a run's (rmlib.training.mix.counts_table).
+MIX_COUNTS: dict[str, dict[str, int | None]] = {
+    "mix": {"pref": 13_692, "refl": 3_420},
+    "pref_only": {"pref": 13_692, "refl": 0},
+    "pref_same_volume": {"pref": 13_692 + 3_420, "refl": 0},
+    "refl_only": {"pref": None, "refl": None},
+}
+
 # Positional consistency (correct in both orders, %), Qwen3-4B: the average over the five sets
 # and, where the paper states it, JudgeBench alone.
 CONSISTENCY: dict[tuple[str, str], dict[str, float]] = {

@@ -138,6 +138,7 @@ def params(n_pairs: int = N_PAIRS, name: str = "results-test") -> dict:
             "both_orders": True,
             "max_new_tokens": 64,
             "reflection_max_new_tokens": 32,
+            "random_anchor_sources": ["demo"],  # the ablation on the only set here
         },
         "eval": {"models": ["base", "rft", "unified"], "n_bootstrap": 200, "n_grid": [1, 2, 4, 8]},
     }

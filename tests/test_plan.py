@@ -85,29 +85,50 @@ def test_smoke_counts_by_hand_per_notebook():
     p = planner.plan(ablation)
     assert _rows(p)["04_inference"]["generations"] == 4 * 2 * (2 * (1 + 2 + 2) + 2)
     assert p["generations"]["eval/refl_only/demo"] == 4 * 2 * 2
+    # the random anchor on RewardBench and RMB only (the default): none on the demo set
+    default = _profile("smoke", **{"inference.random_anchor_sources": ["rewardbench", "rmb"]})
+    assert _rows(planner.plan(default))["04_inference"]["generations"] == 4 * 2 * 2 * (1 + 2 + 1)
 
 
 def test_grpo_steps_follow_trl_batching():
     paper = _profile("qwen3-4b-paper")
-    # 4:1 on 38,459 HelpSteer3 pairs: Refl. floor(38,459 / 4) = 9,614, Pref. 4 x 9,614
+    # the paper's counts win over the exact 4:1 (mix.exact caps): 13,692 Pref. + 3,420 Refl.
     mix = planner.mix_items_upper_bound(paper, "unified", 38_459)
-    assert mix == {"pref": 38_456, "refl": 9_614, "total": 48_070}
-    assert planner.mix_items_upper_bound(paper, "rft", 38_459)["total"] == 38_456
-    # the ablation models: Pref. at the mix's volume, within the pool; the mix's Refl. items
+    assert mix == {"pref": 13_692, "refl": 3_420, "total": 17_112}
+    assert planner.mix_items_upper_bound(paper, "rft", 38_459) == {
+        "pref": 13_692,
+        "refl": 0,
+        "total": 13_692,
+    }
+    # the ablation models: Pref. at the mix's volume, within the pool (which max_pref does not
+    # cap, as in the mix itself); the mix's Refl. items
     same = planner.mix_items_upper_bound(paper, "same_volume", 38_459)
-    assert same == {"pref": 38_459, "refl": 0, "total": 38_459}
+    assert same == {"pref": 17_112, "refl": 0, "total": 17_112}
     assert planner.mix_items_upper_bound(paper, "refl_only", 38_459) == {
         "pref": 0,
-        "refl": 9_614,
-        "total": 9_614,
+        "refl": 3_420,
+        "total": 3_420,
     }
+    assert planner.paper_mix("unified") == {"pref": 13_692, "refl": 3_420}
     sched = planner.grpo_schedule(paper.grpo, mix["total"])
     # the paper's batch: 64 prompts x 8 = 512 completions a step (micro-batch 4 x accumulation
-    # 128), generated at once: 48,070 // 64 = 751 whole rollout steps (6 prompts dropped), each
-    # read 512 / 4 = 128 times -> 96,128 micro-batches / 128 = 751 steps an epoch, x 3 epochs
+    # 128), generated at once: 17,112 // 64 = 267 whole rollout steps (24 prompts dropped), each
+    # read 512 / 4 = 128 times -> 34,176 micro-batches / 128 = 267 steps an epoch, x 3 epochs
     assert sched["prompts_per_step"] == 64 and sched["completions_per_step"] == 512
-    assert sched["steps_per_epoch"] == 751 and sched["steps"] == 2_253
-    assert sched["generations"] == 2_253 * 512
+    assert sched["steps_per_epoch"] == 267 and sched["steps"] == 801
+    assert sched["generations"] == 801 * 512
+    # rft: 13,692 // 64 = 213 rollout steps (60 dropped) an epoch, x 3
+    assert planner.grpo_schedule(paper.grpo, 13_692)["steps"] == 639
+    # uncapped, 4:1 on 38,459 HelpSteer3 pairs: Refl. floor(38,459 / 4) = 9,614, Pref. 4 x 9,614
+    # -> 48,070 // 64 = 751 rollout steps an epoch (6 dropped), 2,253 in 3 epochs
+    uncapped = _profile(
+        "qwen3-4b-paper", **{"mix.exact": "ratio", "mix.max_pref": None, "mix.max_refl": None}
+    )
+    mix = planner.mix_items_upper_bound(uncapped, "unified", 38_459)
+    assert mix == {"pref": 38_456, "refl": 9_614, "total": 48_070}
+    assert planner.grpo_schedule(uncapped.grpo, mix["total"])["steps"] == 2_253
+    same = planner.mix_items_upper_bound(uncapped, "same_volume", 38_459)
+    assert same == {"pref": 38_459, "refl": 0, "total": 38_459}
     quick = _profile("qwen3-4b-quick")
     assert planner.grpo_schedule(quick.grpo, 1_250)["steps"] == 60  # max_steps, not the epoch
     # by epochs: generation batch 64 = 8 prompts; 20 items make 2 whole batches (4 dropped),
@@ -127,11 +148,24 @@ def test_paper_profile_plans_both_protocols():
         r = rows[name]
         assert r["accuracy_pairs"] == r["pairs"] > 1000 and r["consistency_pairs"] == 1000
         assert r["judged_pair_orders"] == r["pairs"] + 1000
-    per = planner.eval_calls(paper)["generations"] * len(paper.eval.models)
     assert sum(r["generations"] for r in rows.values()) == p["per_notebook"][3]["generations"]
-    assert rows["judgebench"]["generations"] == 700 * per
+    # per pair and order, 3 models x (greedy + 8 samples + 7 reflections), + 7 more for the
+    # random anchor on RewardBench and RMB only (the paper's inference ablation)
+    assert planner.eval_calls(paper, "judgebench")["generations"] == 1 + 8 + 7
+    assert rows["judgebench"]["generations"] == 700 * 3 * (1 + 8 + 7)
+    assert rows["rm-bench"]["generations"] == 12_943 * 3 * (1 + 8 + 7)
+    assert rows["ppe"]["generations"] == 17_038 * 3 * (1 + 8 + 7)
+    assert rows["rewardbench"]["generations"] == 3_985 * 3 * (1 + 8 + 2 * 7)
+    assert rows["rmb"]["generations"] == 18_131 * 3 * (1 + 8 + 2 * 7)
+    assert p["per_notebook"][3]["generations"] == 2_998_692
     text = planner.format_plan(p)
     assert "consistency (both orders)" in text and "judgebench" in text
+    # the dry run's GRPO lines: at most the paper's volume, with the paper's counts beside
+    assert (
+        "GRPO unified: mix ≤ 13,692 Pref. + 3,420 Refl. (paper, Qwen3-4B: 13,692 + 3,420)" in text
+    )
+    assert "GRPO rft: mix ≤ 13,692 Pref. + 0 Refl. (paper, Qwen3-4B: 13,692 + 0)" in text
+    assert p["optimizer_steps"] == 801 + 639
     # one order: nothing for Table 5
     given = planner.plan(
         _profile(
@@ -148,8 +182,12 @@ def test_reflection_prompts_are_planned_at_their_own_budget():
     # stage 1 at the judgment budget; the first reflection prompt at the reflection budget, each
     # later one adding its two critiques
     reflections = (inf.n_samples - 1) * 2  # the anchor's and the random anchor's
-    assert planner.eval_calls(cfg)["prompt_tokens"] == (
+    assert planner.eval_calls(cfg, "rewardbench")["prompt_tokens"] == (
         4096 + 8192 + (reflections - 1) * 2 * inf.max_new_tokens
+    )
+    # JudgeBench: no random anchor (the paper reports it on RewardBench and RMB)
+    assert planner.eval_calls(cfg, "judgebench")["prompt_tokens"] == (
+        4096 + 8192 + (inf.n_samples - 2) * 2 * inf.max_new_tokens
     )
     narrow = _profile("qwen3-4b-quick", **{"prompts.max_reflection_prompt_tokens": 4096})
     wide, small = _rows(planner.plan(cfg)), _rows(planner.plan(narrow))

@@ -133,7 +133,7 @@ def test_config_validation_and_params_section():
     hints = typing.get_type_hints(ReflectConfig)
     for f in dataclasses.fields(ReflectConfig):
         assert f.metadata.get("doc"), f.name
-        plain = (int, float, str, bool, int | None)
+        plain = (int, float, str, bool, int | None, list[str] | None)
         assert hints[f.name] in plain or typing.get_origin(hints[f.name]) is Literal, f
     assert ReflectConfig().sampling_params().temperature == 1.0
     assert not ReflectConfig().reflection_params().do_sample
@@ -206,6 +206,7 @@ def _pairs():
 
 
 def _cfg(**kw) -> ReflectConfig:
+    kw.setdefault("random_anchor_sources", None)  # the fakes' source "t": every benchmark
     return ReflectConfig(
         n_samples=4, confidence_fraction=0.25, max_new_tokens=64, reflection_max_new_tokens=32, **kw
     )
@@ -215,6 +216,44 @@ def _cfg(**kw) -> ReflectConfig:
 def run(tokenizer):
     backend = ScriptedBackend(SCRIPT)
     return run_reflectrm(_pairs(), backend, tokenizer, _cfg()), backend
+
+
+def test_random_anchor_runs_on_its_benchmarks_only(tokenizer):
+    # the paper reports the random-anchor ablation on RewardBench and RMB only: by default its
+    # N-1 extra reflection calls are made on those two sets and no others
+    sources = {"A": "rewardbench", "B": "rm-bench", "C": "rmb", "D": "ppe"}
+    pairs = [dataclasses.replace(p, source=sources[p.id]) for p in _pairs()]
+    cfg = ReflectConfig(
+        n_samples=4, confidence_fraction=0.25, max_new_tokens=64, reflection_max_new_tokens=32
+    )
+    assert cfg.random_anchor_sources == ["rewardbench", "rmb"]
+    result = run_reflectrm(pairs, ScriptedBackend(SCRIPT), tokenizer, cfg)
+    preds = result.predictions
+    # C (rmb) parses nothing: its random-anchor row is a parse failure, as every method's
+    assert sorted(preds.loc[preds["method"] == "random_anchor", "source"]) == ["rewardbench", "rmb"]
+    assert {"reflectrm", "anchor", "majority"} <= set(
+        preds.loc[preds["source"] == "rm-bench", "method"]
+    )
+    refl = result.reflections
+    ra = refl[refl["method"] == "random_anchor"]
+    assert len(ra) and set(ra["key"]) == {"rewardbench:A:given"}
+    assert set(refl.loc[refl["method"] == "reflectrm", "key"]) == {
+        "rewardbench:A:given",
+        "rm-bench:B:given",
+    }
+
+
+def test_random_anchor_sources_are_registry_names():
+    cfg = ReflectConfig(random_anchor_sources=["reward-bench", "RMB"])  # aliases, any case
+    assert cfg.random_anchor_sources == ["rewardbench", "rmb"]
+    assert cfg.random_anchor_on("rewardbench") and cfg.random_anchor_on("reward-bench")
+    assert not cfg.random_anchor_on("rm-bench") and not cfg.random_anchor_on("t")
+    assert ReflectConfig(random_anchor_sources=None).random_anchor_on("t")  # None = every set
+    assert not ReflectConfig(run_random_anchor=False).random_anchor_on("rewardbench")
+    with pytest.raises(ValueError, match="unknown data source 'rewardbnch'"):
+        ReflectConfig(random_anchor_sources=["rewardbnch"])
+    with pytest.raises(ValueError, match="'inference'.*unknown data source 'nope'"):
+        config_from_dict({"inference": {"random_anchor_sources": ["nope"]}})
 
 
 def _verdicts(result) -> dict[tuple[str, str], object]:

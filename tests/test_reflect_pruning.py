@@ -92,6 +92,7 @@ def tokenizer():
 
 def _cfg(**kw) -> ReflectConfig:
     kw.setdefault("n_samples", 6)
+    kw.setdefault("random_anchor_sources", None)  # the fakes' source "t": every benchmark
     return ReflectConfig(max_new_tokens=64, reflection_max_new_tokens=32, **kw)
 
 

@@ -144,6 +144,7 @@ def test_counts_table_layout(hand_case, tokenizer):
         "variant",
         "ratio requested",
         "ratio obtained",
+        "exact",
         "Pref. pool",
         "Pref. requested",
         "Pref.",
@@ -151,6 +152,9 @@ def test_counts_table_layout(hand_case, tokenizer):
         "Refl. requested",
         "Refl.",
         "Sum",
+        "paper Pref.",
+        "paper Refl.",
+        "paper Sum",
         "pairs",
         "N",
         "easy",
@@ -166,11 +170,15 @@ def test_counts_table_layout(hand_case, tokenizer):
         "variant": "mix",
         "ratio requested": "1:1",
         "ratio obtained": "1:1",
+        "exact": "ratio",  # which wins when the caps and the ratio disagree
         "Pref. pool": 7,
         "Pref.": 4,
         "Refl. pool": 4,
         "Refl.": 4,
         "Sum": 8,
+        "paper Pref.": 13_692,  # the paper's Qwen3-4B mix beside ours
+        "paper Refl.": 3_420,
+        "paper Sum": 17_112,
         "pairs": 10,
         "N": 4,
         "easy": 3,
@@ -259,6 +267,57 @@ def test_caps_are_met_at_the_ratio():
     )
     _, _, c = selected(REALISTIC, ratio="4:1", max_pref=3)  # 3 Pref. cannot carry 1 Refl.
     assert (c["pref"], c["refl"], c["ratio_obtained"]) == (0, 0, "0:0") and c["note"]
+
+
+def test_caps_win_over_the_ratio_when_asked(caplog):
+    # the paper's counts, 13,692 : 3,420 (4.004 : 1), exactly: mix.exact 'caps'
+    big = classes_of(n_mixed=5000, n_all_wrong=15000)
+    caps = {"ratio": "4:1", "max_pref": 13_692, "max_refl": 3_420, "exact": "caps"}
+    with caplog.at_level(logging.WARNING, logger="rmlib.training.mix"):
+        pref, refl, c = selected(big, **caps)
+    assert (len(pref), len(refl), c["pref"], c["refl"], c["total"]) == (
+        13_692,
+        3_420,
+        13_692,
+        3_420,
+        17_112,
+    )
+    assert (c["pref_requested"], c["refl_requested"]) == (13_692, 3_420)
+    assert c["note"] == "" and not caplog.records  # what was asked for: no warning
+    assert c["ratio_obtained"] == "4.00:1" and c["exact"] == "caps"
+    # rft trains on the same Pref. draw alone; same_volume on as many Pref. items as the mix;
+    # refl_only on the mix's Refl. items
+    rft_pref, rft_refl, rc = selected(big, variant="pref_only", **caps)
+    assert rft_pref == pref and rft_refl == [] and rc["total"] == 13_692
+    same, _, sc = selected(big, variant="pref_same_volume", **caps)
+    assert sc["pref"] == 17_112 and same[:13_692] == pref
+    _, only, oc = selected(big, variant="refl_only", **caps)
+    assert only == refl and (oc["pref"], oc["refl"]) == (0, 3_420)
+    # a pool short of its cap: the exact ratio within the caps, the shortfall shown
+    _, _, c = selected(REALISTIC, **caps)
+    assert (c["pref"], c["refl"], c["pref_requested"], c["refl_requested"]) == (
+        900,
+        225,
+        13_692,
+        3_420,
+    )
+    few_mixed = classes_of(n_mixed=3_000, n_all_wrong=15_000)
+    _, _, c = selected(few_mixed, **caps)
+    assert (c["pref"], c["refl"], c["ratio_obtained"]) == (12_000, 3_000, "4:1")
+    # the default keeps the ratio exact: 13,680 + 3,420
+    _, _, c = selected(big, ratio="4:1", max_pref=13_692, max_refl=3_420)
+    assert (c["pref"], c["refl"]) == (13_680, 3_420)
+
+
+def test_caps_rule_needs_both_caps():
+    with pytest.raises(ValueError, match="needs both max_pref and max_refl"):
+        TrainMixConfig(exact="caps", max_pref=100)
+    with pytest.raises(ValueError, match="two non-zero parts"):
+        TrainMixConfig(ratio="1:0", exact="caps", max_pref=100, max_refl=10)
+    with pytest.raises(ValueError, match="'mix'.*needs both max_pref and max_refl"):
+        config_from_dict({"mix": {"exact": "caps"}})
+    with pytest.raises(ValueError, match="'mix.exact'"):
+        config_from_dict({"mix": {"exact": "counts"}})
 
 
 def test_pref_only_ratio(caplog):

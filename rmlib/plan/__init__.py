@@ -20,7 +20,8 @@ How the estimates are made:
   (`prompts.max_prompt_tokens`; a reflection prompt or a Refl. training item
   `prompts.max_reflection_prompt_tokens`) and is prefilled once for all its samples (vLLM's
   prefix caching, our transformers loop's prefill-once); a pair's reflection prompts after the
-  first add only their two critiques (`eval_calls`); TRL's transformers generation
+  first add only their two critiques (`eval_calls`; the random anchor's calls only on the
+  benchmarks of `inference.random_anchor_sources`); TRL's transformers generation
   (`grpo.use_vllm` off) prefills each of a group's copies.
 - GRPO steps: from the upper bound of the training mix (`mix_items_upper_bound`: every training
   pair non-easy and mixed) and TRL's batching (`grpo_schedule`); `grpo.max_steps` > 0 sets the
@@ -69,6 +70,7 @@ from rmlib.plan.counts import (
     mix_items_upper_bound,
     mix_prompt_tokens,
     models_eval_calls,
+    paper_mix,
     protocols,
     set_pairs,
     swapped_pairs,
@@ -133,6 +135,7 @@ __all__ = [
     "mix_prompt_tokens",
     "model_facts",
     "models_eval_calls",
+    "paper_mix",
     "plan",
     "plan_constants",
     "plan_precision",

@@ -7,14 +7,14 @@ paper's protocols.
 from __future__ import annotations
 
 import math
-from fractions import Fraction
 from typing import Any
 
 from rmlib.config import DatasetSpec, RunConfig
 from rmlib.data import find_source
+from rmlib.paper import MIX_COUNTS
 from rmlib.run_models import MIX_VARIANT, stage1_model
 from rmlib.training.grpo_config import GRPOSettings
-from rmlib.training.mix import ratio_counts
+from rmlib.training.mix import mix_counts
 
 
 def set_pairs(spec: DatasetSpec) -> int:
@@ -30,23 +30,28 @@ def set_pairs(spec: DatasetSpec) -> int:
 
 
 def mix_items_upper_bound(cfg: RunConfig, model: str, n_train: int) -> dict[str, int]:
-    """The largest training mix `model` can get (rmlib.training.mix's ratio rule with every
-    training pair non-easy and mixed): Pref. <= the pairs, Refl. = Pref. x r/p, both within
-    max_pref / max_refl; each model trains on its MIX_VARIANT of it (rft: the Pref. items;
-    same_volume: Pref. items as many as the mix holds, within the pool; refl_only: the Refl.)."""
-    p, r = cfg.mix.ratio_parts()
-    pool = n_train if cfg.mix.max_pref is None else min(n_train, cfg.mix.max_pref)
-    mixed = n_train if cfg.mix.max_refl is None else min(n_train, cfg.mix.max_refl)
-    pref, refl = ratio_counts(Fraction(p), Fraction(r), pool, mixed)
-    pref, refl = int(pref or 0), int(refl or 0)
+    """The largest training mix `model` can get (rmlib.training.mix's rule, `mix_counts`, with
+    every training pair non-easy and mixed): Pref. <= the pairs, Refl. = Pref. x r/p, both within
+    max_pref / max_refl, or the caps themselves with mix.exact 'caps'; each model trains on its
+    MIX_VARIANT of it (rft: the Pref. items; same_volume: Pref. items as many as the mix holds,
+    within the pool of non-easy pairs, which max_pref does not cap, as in mix.select_items;
+    refl_only: the Refl.)."""
+    pref, refl = mix_counts(cfg.mix, n_train, n_train)
     variant = MIX_VARIANT.get(model)
     if variant == "pref_only":
         refl = 0
     elif variant == "pref_same_volume":
-        pref, refl = min(pref + refl, pool), 0
+        pref, refl = min(pref + refl, n_train), 0
     elif variant == "refl_only":
         pref = 0
     return {"pref": pref, "refl": refl, "total": pref + refl}
+
+
+def paper_mix(model: str) -> dict[str, int | None]:
+    """The paper's training set of `model`'s MIX_VARIANT (Qwen3-4B, rmlib.paper.MIX_COUNTS):
+    Pref. and Refl. items, None where the paper states none."""
+    published = MIX_COUNTS.get(MIX_VARIANT.get(model, ""), {})
+    return {"pref": published.get("pref"), "refl": published.get("refl")}
 
 
 def mix_prompt_tokens(cfg: RunConfig, mix: dict[str, int]) -> float:
@@ -103,10 +108,12 @@ def warmup_steps(cfg: RunConfig) -> int:
     return math.ceil(w.epochs * per_epoch)
 
 
-def eval_calls(cfg: RunConfig, stage2_only: bool = False) -> dict[str, int]:
-    """Per pair and order, two-stage inference with its baselines: generations, generated tokens
-    (upper bound) and prompt tokens prefilled (estimate). `stage2_only`: a judge reflecting on
-    another model's stored stage 1 (refl_only) makes its reflection calls only.
+def eval_calls(cfg: RunConfig, source: str, stage2_only: bool = False) -> dict[str, int]:
+    """Per pair and order of benchmark `source`, two-stage inference with its baselines:
+    generations, generated tokens (upper bound) and prompt tokens prefilled (estimate). The
+    random anchor's N-1 reflection calls count only on the benchmarks it runs on
+    (inference.random_anchor_sources). `stage2_only`: a judge reflecting on another model's
+    stored stage 1 (refl_only) makes its reflection calls only.
 
     Prefill: the judgment prompt once for the greedy judgment and the N samples; a pair's
     reflection prompts share their instructions, context and both responses (prefix caching on
@@ -119,7 +126,7 @@ def eval_calls(cfg: RunConfig, stage2_only: bool = False) -> dict[str, int]:
     refl_budget = cfg.prompts.max_reflection_prompt_tokens
     greedy = 1 if inf.run_greedy and not stage2_only else 0
     samples = 0 if stage2_only else inf.n_samples
-    reflections = (inf.n_samples - 1) * (2 if inf.run_random_anchor else 1)
+    reflections = (inf.n_samples - 1) * (2 if inf.random_anchor_on(source) else 1)
     critiques = min(refl_budget, 2 * inf.max_new_tokens)
     prefill = 0 if stage2_only else budget
     prefill += refl_budget + (reflections - 1) * critiques if reflections else 0
@@ -131,9 +138,10 @@ def eval_calls(cfg: RunConfig, stage2_only: bool = False) -> dict[str, int]:
     }
 
 
-def models_eval_calls(cfg: RunConfig) -> dict[str, int]:
-    """`eval_calls` summed over the evaluated models (a reflection-only judge: stage 2 only)."""
-    per = [eval_calls(cfg, stage1_model(cfg, m) != m) for m in cfg.eval.models]
+def models_eval_calls(cfg: RunConfig, source: str) -> dict[str, int]:
+    """`eval_calls` on `source` summed over the evaluated models (a reflection-only judge: stage
+    2 only)."""
+    per = [eval_calls(cfg, source, stage1_model(cfg, m) != m) for m in cfg.eval.models]
     return {k: sum(p[k] for p in per) for k in ("generations", "tokens", "prompt_tokens")}
 
 
@@ -149,10 +157,11 @@ def swapped_pairs(cfg: RunConfig, n: int) -> int:
 def protocols(cfg: RunConfig, eval_sets: dict[str, int]) -> list[dict[str, Any]]:
     """Per evaluation set, what each of the paper's protocols judges: accuracy (Table 1) scores
     every pair in the given order; positional consistency (Table 5) the pairs judged in both
-    orders, whose given order is the same judgment. Generations count every evaluated model."""
-    per = models_eval_calls(cfg)["generations"]
+    orders, whose given order is the same judgment. Generations count every evaluated model
+    (the random anchor's calls on the benchmarks it runs on)."""
     rows = []
     for source, n in eval_sets.items():
+        per = models_eval_calls(cfg, source)["generations"]
         swapped = swapped_pairs(cfg, n)
         judged = n + swapped
         rows.append(

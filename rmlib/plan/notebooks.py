@@ -18,6 +18,7 @@ from rmlib.plan.counts import (
     mix_items_upper_bound,
     mix_prompt_tokens,
     models_eval_calls,
+    paper_mix,
     protocols,
     set_pairs,
     swapped_pairs,
@@ -187,6 +188,7 @@ def _training_row(cfg: RunConfig, est: Estimator, n_train: int) -> dict[str, Any
             {
                 "part": f"GRPO {model}",
                 "mix_items_upper_bound": mix,
+                "paper_mix": paper_mix(model),
                 "schedule": sched,
                 "hours": round(sum(part.values()) / 3600, 3),
             }
@@ -203,11 +205,12 @@ def _training_row(cfg: RunConfig, est: Estimator, n_train: int) -> dict[str, Any
 
 def _inference_row(cfg: RunConfig, est: Estimator, eval_sets: dict[str, int]) -> dict[str, Any]:
     """04: two-stage inference with its baselines, every model on every set."""
-    per = models_eval_calls(cfg)
-    pairs = sum(r["judged_pair_orders"] for r in protocols(cfg, eval_sets))
+    judged = {r["benchmark"]: r["judged_pair_orders"] for r in protocols(cfg, eval_sets)}
+    per = {source: models_eval_calls(cfg, source) for source in judged}
     models = cfg.eval.models
     gens, tokens, prompt_tokens = (
-        pairs * per[k] for k in ("generations", "tokens", "prompt_tokens")
+        sum(n * per[source][k] for source, n in judged.items())
+        for k in ("generations", "tokens", "prompt_tokens")
     )
     row = empty_row(
         "04_inference",
@@ -234,7 +237,7 @@ def _legacy_counts(cfg: RunConfig, n_train: int, eval_sets: dict[str, int]) -> d
     for source, n in eval_sets.items():
         judged = n + swapped_pairs(cfg, n)
         for model in cfg.eval.models:
-            per = eval_calls(cfg, stage1_model(cfg, model) != model)
+            per = eval_calls(cfg, source, stage1_model(cfg, model) != model)
             key = f"eval/{model}/{source}"
             gens[key] = judged * per["generations"]
             tokens[key] = judged * per["tokens"]

@@ -116,8 +116,14 @@ def _protocol_lines(rows: list[dict[str, Any]]) -> list[str]:
 
 def _part_line(part: dict[str, Any]) -> str:
     mix, s = part["mix_items_upper_bound"], part["schedule"]
+    paper = part.get("paper_mix") or {}
+    published = (
+        f" (paper, Qwen3-4B: {paper['pref']:,} + {paper['refl']:,})"
+        if paper.get("pref") is not None and paper.get("refl") is not None
+        else ""
+    )
     return (
-        f"{part['part']}: mix ≤ {mix['pref']:,} Pref. + {mix['refl']:,} Refl.; "
+        f"{part['part']}: mix ≤ {mix['pref']:,} Pref. + {mix['refl']:,} Refl.{published}; "
         f"{s['steps']:,} steps of {s['prompts_per_step']} prompts x "
         f"{s['completions_per_step'] // max(s['prompts_per_step'], 1)} completions "
         f"({s['epochs']:g} epochs of {s['steps_per_epoch']:,} steps), {part['hours']:.2f} h"

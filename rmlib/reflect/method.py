@@ -237,7 +237,7 @@ def _plan_pair(pair: Pair, rows: pd.DataFrame, cfg: ReflectConfig) -> _PairPlan:
     anchor = select_anchor(choices, confs)
     plans = {"reflectrm": reflection_plan(choices, anchor, pair_rng(cfg.seed, pair.key, "plan"))}
     random_anchor = None
-    if cfg.run_random_anchor and anchor is not None:
+    if cfg.random_anchor_on(pair.source) and anchor is not None:
         parsed = parsed_indices(choices)
         random_anchor = int(pair_rng(cfg.seed, pair.key, "random_anchor").choice(parsed))
         plans["random_anchor"] = reflection_plan(
@@ -314,7 +314,7 @@ def _pair_verdicts(
     if pp.anchor is None:  # nothing parsed: every rollout-based method fails
         for m in ("anchor", "reflectrm", *(() if cfg.prune_reflections else ("random_winners",))):
             out[m] = (None, None, None)
-        if cfg.run_random_anchor:
+        if cfg.random_anchor_on(pp.pair.source):
             out["random_anchor"] = (None, None, None)
         return out
     a = pp.anchor

@@ -92,7 +92,15 @@ class ReflectConfig:
     )
     run_greedy: bool = doc("Also make one greedy judgment per pair (the 'greedy' baseline).", True)
     run_random_anchor: bool = doc(
-        "Run the 'random anchor' baseline (N-1 more reflection calls per pair).", True
+        "Run the 'random anchor' baseline (N-1 more reflection calls per pair) on the benchmarks "
+        "random_anchor_sources names.",
+        True,
+    )
+    random_anchor_sources: list[str] | None = doc(
+        "The benchmarks (data source names, rmlib.data.SOURCES; aliases accepted) the 'random "
+        "anchor' baseline runs on, when run_random_anchor: the paper reports it on RewardBench "
+        "and RMB only (its inference ablation). None = every benchmark.",
+        ["rewardbench", "rmb"],
     )
     reflection_failure: Literal["anchor_wins", "other_wins"] = doc(
         "An unparseable reflection counts as 'anchor_wins' (method.md default) or 'other_wins'.",
@@ -115,6 +123,25 @@ class ReflectConfig:
     def __post_init__(self) -> None:
         if self.swapped_pairs is not None and not self.both_orders:
             raise ValueError("swapped_pairs needs both_orders: true")
+        if self.random_anchor_sources is not None:
+            from rmlib.data import get_source
+
+            # the registry's names, as pairs carry them (an alias or a typo is caught here)
+            self.random_anchor_sources = [
+                get_source(name).name for name in self.random_anchor_sources
+            ]
+
+    def random_anchor_on(self, source: str) -> bool:
+        """Whether the 'random anchor' baseline runs on pairs of `source` (a source name or one
+        of its aliases, as a params file's data section may spell it)."""
+        if not self.run_random_anchor:
+            return False
+        if self.random_anchor_sources is None:
+            return True
+        from rmlib.data import find_source
+
+        spec = find_source(source)
+        return (spec.name if spec else source) in self.random_anchor_sources
 
     def sampling_params(self) -> SamplingParams:
         """Stage-1 settings (sampled)."""

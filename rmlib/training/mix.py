@@ -31,6 +31,13 @@ and the caps alone; None = no cap), the pools and the obtained counts are all in
 `TrainMix.counts` and its table; a warning (logger `rmlib.training.mix`, also `counts["note"]`)
 says when the pools or caps made the obtained ratio differ from the requested one.
 
+When the caps and the ratio disagree (`exact`, a named choice): `"ratio"` (the default) keeps the
+ratio exact within the caps, so the paper's 13,692 / 3,420 at 4:1 give 13,680 + 3,420;
+`"caps"` takes the caps themselves as the counts whenever both pools reach them (13,692 +
+3,420 = 17,112, the paper's own draw, 4.004:1), and falls back to the ratio rule within the caps
+when a pool is short of its cap. `mix_counts` is the one rule; the dry run (`rmlib.plan`) uses it
+too. The counts table puts the paper's counts (Qwen3-4B, `rmlib.paper.MIX_COUNTS`) beside ours.
+
 Variants (`TrainMixConfig.variant`), all from the same seeded draws so their Pref. sets nest:
 - `mix` (ReflectRM): P Pref. + R Refl. items as above.
 - `pref_only` (the paper's RFT baseline): the Pref. items of `mix`, no Refl.
@@ -102,6 +109,13 @@ class TrainMixConfig:
         "Cap on Refl. items, met at the ratio (None = up to one per mixed pair; paper: 3,420).",
         None,
     )
+    exact: Literal["ratio", "caps"] = doc(
+        "Which wins when the caps and the ratio disagree: 'ratio' keeps p:r exact within the caps "
+        "(caps 13,692 / 3,420 at 4:1 give 13,680 + 3,420); 'caps' takes the caps as the counts "
+        "when both pools reach them (13,692 + 3,420: the paper's counts, 4.004:1), else the "
+        "'ratio' rule. 'caps' needs both caps set and a ratio with two non-zero parts.",
+        "ratio",
+    )
     failure_is_wrong: bool = doc(
         "An unparseable rollout counts as not correct when classifying pairs (so a pair with "
         "one is never easy); False ignores unparseable rollouts. Never a critique either way.",
@@ -110,7 +124,13 @@ class TrainMixConfig:
     seed: Seed | None = doc("Seed of every draw of the mix; None = the run's seed.", None)
 
     def __post_init__(self) -> None:
-        self.ratio_parts()  # validates
+        p, r = self.ratio_parts()  # validates
+        if self.exact == "caps" and (self.max_pref is None or self.max_refl is None or not p * r):
+            raise ValueError(
+                "exact: 'caps' needs both max_pref and max_refl set and a ratio with two non-zero "
+                f"parts (got max_pref={self.max_pref}, max_refl={self.max_refl}, "
+                f"ratio={self.ratio!r})"
+            )
 
     def ratio_parts(self) -> tuple[Fraction, Fraction]:
         """The ratio as (pref, refl) fractions, e.g. '4:1' → (4, 1)."""
@@ -259,20 +279,19 @@ def select_items(
     Counts: `pref`/`refl`/`total` obtained, `pref_pool` (non-easy pairs) and `refl_pool` (mixed
     pairs) available, `pref_requested`/`refl_requested` (what the ratio and caps alone ask for,
     None = as many as the pools allow), `ratio` requested, `ratio_obtained` (of the items built),
-    `variant`, and `note` (why the obtained ratio or count differs from the requested one, or "";
-    also logged as a warning).
+    `exact` (which wins when caps and ratio disagree), `variant`, and `note` (why the obtained
+    ratio or count differs from the requested one, or ""; also logged as a warning).
     """
     p, r = cfg.ratio_parts()
     pool = sorted(classes.loc[classes["class"] != "easy", "key"])
     mixed = sorted(classes.loc[classes["class"] == "mixed", "key"])
     random.Random(f"{seed}:pref").shuffle(pool)
     random.Random(f"{seed}:refl-pairs").shuffle(mixed)
-    want_pref, want_refl = ratio_counts(p, r, cfg.max_pref, cfg.max_refl)
-    n_pref, n_refl = ratio_counts(
-        p, r, _capped(len(pool), cfg.max_pref), _capped(len(mixed), cfg.max_refl)
-    )
+    want_pref, want_refl = requested_counts(cfg)
+    n_pref, n_refl = mix_counts(cfg, len(pool), len(mixed))
     notes = []
-    if n_pref * r != n_refl * p or n_pref + n_refl == 0:
+    caps_met = cfg.exact == "caps" and (n_pref, n_refl) == (cfg.max_pref, cfg.max_refl)
+    if (n_pref * r != n_refl * p and not caps_met) or n_pref + n_refl == 0:
         notes.append(
             f"Pref. : Refl. obtained {n_pref} : {n_refl} ({ratio_text(n_pref, n_refl)}), not the "
             f"requested {cfg.ratio}: Pref. pool {len(pool)} (cap {cfg.max_pref}), mixed pairs "
@@ -300,10 +319,38 @@ def select_items(
         "refl_requested": want_refl,
         "ratio": cfg.ratio,
         "ratio_obtained": ratio_text(n_pref, n_refl),
+        "exact": cfg.exact,
         "variant": cfg.variant,
         "note": note,
     }
     return pool[:n_pref], mixed[:n_refl], counts
+
+
+def requested_counts(cfg: TrainMixConfig) -> tuple[int | None, int | None]:
+    """What the ratio and the caps alone ask for (None = as many as the pools allow): with
+    exact 'caps' the caps themselves, else the ratio rule's counts within them."""
+    if cfg.exact == "caps":
+        return cfg.max_pref, cfg.max_refl
+    return ratio_counts(*cfg.ratio_parts(), cfg.max_pref, cfg.max_refl)
+
+
+def mix_counts(cfg: TrainMixConfig, pref_pool: int, refl_pool: int) -> tuple[int, int]:
+    """(Pref., Refl.) items of the `mix` variant from pools of `pref_pool` non-easy and
+    `refl_pool` mixed pairs: with exact 'caps' the caps when both pools reach them; otherwise
+    (and with 'ratio') the largest counts at exactly the ratio within the pools and caps."""
+    if (
+        cfg.exact == "caps"
+        and cfg.max_pref is not None
+        and cfg.max_refl is not None
+        and pref_pool >= cfg.max_pref
+        and refl_pool >= cfg.max_refl
+    ):
+        return cfg.max_pref, cfg.max_refl
+    p, r = cfg.ratio_parts()
+    n_pref, n_refl = ratio_counts(
+        p, r, _capped(pref_pool, cfg.max_pref), _capped(refl_pool, cfg.max_refl)
+    )
+    return int(n_pref or 0), int(n_refl or 0)
 
 
 def ratio_counts(
@@ -533,15 +580,19 @@ def _counts(classes: pd.DataFrame, selected: dict[str, Any], backbone: str) -> d
 
 def counts_table(rows: Sequence[dict[str, Any]]) -> pd.DataFrame:
     """The paper's data-table layout: one row per mix (backbone, variant) with the ratio requested
-    and obtained, then for Pref. and Refl. the pool (non-easy / mixed pairs), the count requested
-    (ratio and caps alone; <NA> = as many as the pools allow) and the count obtained, their Sum,
-    and how many pairs were easy, mixed and all-wrong (plus correct-or-failed)."""
+    and obtained and which of ratio and caps wins when they disagree (`exact`), then for Pref.
+    and Refl. the pool (non-easy / mixed pairs), the count requested (ratio and caps alone;
+    <NA> = as many as the pools allow) and the count obtained, their Sum,
+    the paper's counts for the same variant beside them (Qwen3-4B, `rmlib.paper.MIX_COUNTS`;
+    <NA> where the paper states none), and how many pairs were easy, mixed and all-wrong (plus
+    correct-or-failed)."""
     out = [
         {
             "backbone": c.get("backbone", ""),
             "variant": c["variant"],
             "ratio requested": c["ratio"],
             "ratio obtained": c["ratio_obtained"],
+            "exact": c.get("exact", "ratio"),
             "Pref. pool": c["pref_pool"],
             "Pref. requested": c["pref_requested"],
             "Pref.": c["pref"],
@@ -549,6 +600,7 @@ def counts_table(rows: Sequence[dict[str, Any]]) -> pd.DataFrame:
             "Refl. requested": c["refl_requested"],
             "Refl.": c["refl"],
             "Sum": c["total"],
+            **_paper_counts(c["variant"]),
             "pairs": c["n_pairs"],
             "N": c["n_samples"],
             "easy": c["easy"],
@@ -559,7 +611,21 @@ def counts_table(rows: Sequence[dict[str, Any]]) -> pd.DataFrame:
         for c in rows
     ]
     table = pd.DataFrame(out)
-    return table.astype({"Pref. requested": "Int64", "Refl. requested": "Int64"}) if out else table
+    nullable = ["Pref. requested", "Refl. requested", *PAPER_COLUMNS]
+    return table.astype(dict.fromkeys(nullable, "Int64")) if out else table
+
+
+PAPER_COLUMNS: tuple[str, ...] = ("paper Pref.", "paper Refl.", "paper Sum")
+
+
+def _paper_counts(variant: str) -> dict[str, int | None]:
+    """The paper's Pref., Refl. and Sum for a variant (Qwen3-4B; None where not stated)."""
+    from rmlib.paper import MIX_COUNTS
+
+    c = MIX_COUNTS.get(variant, {})
+    pref, refl = c.get("pref"), c.get("refl")
+    total = None if pref is None or refl is None else pref + refl
+    return dict(zip(PAPER_COLUMNS, (pref, refl, total), strict=True))
 
 
 def load_mix(path: str | Path) -> tuple[Any, dict[str, Any]]:
