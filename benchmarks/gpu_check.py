@@ -203,7 +203,8 @@ def grpo_part(
         vllm_max_model_length=args.prompt_tokens + args.completion_tokens + 64,
         vllm_enable_sleep_mode=sleep,
     )
-    # vLLM colocate merges LoRA into the base at every sync: a bf16 base (nf4 is refused)
+    # vLLM colocate with a bf16 base (LoRA merged at every sync); the QLoRA colocate path (nf4 base,
+    # the adapter by LoRARequest) is not measured here yet
     precision = ("bf16" if on_cuda else "fp32") if use_vllm else "nf4"
     with tempfile.TemporaryDirectory(dir=args.workdir) as tmp:
         tokenizer = load_tokenizer(str(ckpt))

@@ -239,6 +239,15 @@ def test_quick_profile_is_over_a_24gb_card_and_fits_80gb():
     assert _rows(big)["02_rollouts"]["peak_gpu_gib"] == pytest.approx(0.85 * 79.2, abs=0.01)
 
 
+def test_a_qlora_colocated_engine_holds_bf16_weights():
+    """nf4 + use_vllm: the trainer's base is 4-bit, the engine's is the unquantized checkpoint,
+    so 30 % of a 24 GB card cannot hold it (NF4's 2.5 GiB would have fit)."""
+    cfg = _profile("qwen3-4b-quick", **{"model.train_precision": "nf4"})
+    small = _rows(planner.plan(cfg, gpu="24gb"))["03_training"]
+    notes = [n for n in small["notes"] if "colocated engine" in n]
+    assert notes and "weights (7.5 GiB)" in notes[0]
+
+
 def test_model_facts():
     qwen = planner.model_facts("Qwen/Qwen3-4B")
     assert qwen.kv_bytes_per_token(2) == 147_456

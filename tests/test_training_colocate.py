@@ -11,6 +11,7 @@ import os
 import pytest
 import torch
 
+from rmlib.generation.vllm import vllm_lora_rank
 from rmlib.models import TINY_QWEN3, load_tokenizer
 from rmlib.training import colocate
 from rmlib.training.grpo_trainer import build_trainer
@@ -77,12 +78,71 @@ def test_colocated_engine_follows_the_policy_after_optimizer_steps(mix, tmp_path
     assert report["engine_vs_policy_max_abs"] < 5e-3 and report["synced"]  # ... and the engine
 
 
-def test_use_vllm_refuses_an_nf4_base(mix, tmp_path):
+def test_nf4_base_serves_the_policy_as_an_adapter_on_the_unquantized_base(mix, tmp_path):
+    """QLoRA colocate: the trainer holds NF4 + LoRA, the engine the same checkpoint unquantized
+    with LoRA enabled; after optimizer steps the engine, under the synced adapter's LoRARequest,
+    equals PEFT with the trainer's current adapter on the unquantized base (the sync is exact),
+    while the NF4 policy differs from it by the quantization only."""
+    import bitsandbytes as bnb
+
     m, _ = mix
-    with pytest.raises(ValueError, match="lossy"):
+    settings = tiny_settings(max_steps=2, learning_rate=5e-2, use_vllm=True)
+    trainer = build_trainer(
+        m.dataset,
+        settings,
+        tmp_path / "run",
+        backbone=TINY_QWEN3,
+        precision="nf4",
+        seed=7,
+        reward_funcs=[length_reward],
+        verbose=False,
+    )
+    generation = trainer.vllm_generation
+    assert trainer.use_vllm and generation.mode == "colocate"
+    assert any(isinstance(x, bnb.nn.Linear4bit) for x in trainer.model.modules())  # NF4 learner
+    engine = generation.llm.llm_engine
+    # the unquantized checkpoint in the nf4 base's CPU compute dtype, LoRA on at a vLLM rank
+    assert engine.model_config.quantization is None
+    assert engine.model_config.dtype == torch.float32
+    assert engine.vllm_config.lora_config.max_lora_rank == vllm_lora_rank(settings.lora_r)
+    probe = colocate.probe_ids(load_tokenizer(TINY_QWEN3))
+    before = colocate.policy_logprobs(trainer, probe)
+    trainer.train()
+    first = colocate.lora_request(trainer)
+    assert first is not None  # TRL synced before its generation steps
+    report = colocate.sync_report(trainer, probe, before)  # syncs again, then compares
+    request = colocate.lora_request(trainer)
+    assert request.lora_int_id > first.lora_int_id  # a fresh id each sync (vLLM caches by id)
+    assert engine.list_loras() == {request.lora_int_id}  # the previous adapter was removed
+    print("qlora colocate sync:", report)
+    assert report["policy_moved_max_abs"] > 0.05  # the policy moved ...
+    assert report["engine_vs_reference_max_abs"] < 5e-3 and report["synced"]  # ... exactly
+    # the engine without the adapter is the untrained base: the adapter is what carries it
+    base = colocate.engine_logprobs(trainer, probe)
+    assert float((base - colocate.adapter_reference_logprobs(trainer, probe)).abs().max()) > 0.05
+    assert report["engine_vs_policy_max_abs"] < report["policy_moved_max_abs"]
+    # TRL's own generate samples under the adapter: its sampled tokens' log-probs are the
+    # adapter's, not the bare base's
+    _, completions, logprobs, _ = generation.generate([probe[0]], None, 1)
+    sampled = torch.tensor([step[0] for step in logprobs[0]])
+    tokens = (probe[0], list(completions[0]))
+    adapted = colocate.engine_logprobs(trainer, tokens, request)
+    bare = colocate.engine_logprobs(trainer, tokens)
+    print(
+        "sampled vs adapter, vs bare base:",
+        float((sampled - adapted).abs().max()),
+        float((sampled - bare).abs().max()),
+    )
+    assert torch.allclose(sampled, adapted, atol=1e-4)
+    assert float((sampled - bare).abs().max()) > 1e-2
+
+
+def test_use_vllm_refuses_sleep_mode_with_an_nf4_base(mix, tmp_path):
+    m, _ = mix
+    with pytest.raises(ValueError, match="sleep"):
         build_trainer(
             m.dataset,
-            tiny_settings(use_vllm=True),
+            tiny_settings(use_vllm=True, vllm_enable_sleep_mode=True),
             tmp_path,
             backbone=TINY_QWEN3,
             precision="nf4",

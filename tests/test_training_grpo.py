@@ -156,6 +156,13 @@ def test_train_grpo_saves_adapter_and_model_card(mix, tmp_path):
     settings = json.loads((out / "training_settings.json").read_text())
     assert settings["global_step"] == 1 and settings["provenance"]["counts"]["refl"] == 2
     assert settings["enable_thinking"] is True and "enable_thinking" not in settings["settings"]
+    # trained and sampled on the same NF4 base here (transformers generates): both recorded
+    assert settings["base"] == {
+        "trained_on": "nf4",
+        "sampled_on": "nf4",
+        "sampled_by": "transformers",
+    }
+    assert "- trained on: nf4 base; GRPO groups sampled from: nf4 base" in card
     # rewriting the card (a later save) keeps the evaluation figures
     from rmlib.training.model_card import write_model_card
 
@@ -179,6 +186,45 @@ def test_train_grpo_saves_adapter_and_model_card(mix, tmp_path):
         enable_thinking=True,
     )
     assert again == out and (out / "adapter_model.safetensors").stat().st_mtime_ns == stamp
+
+
+@pytest.mark.parametrize(
+    ("precision", "on_cuda", "sampled_on", "how"),
+    [
+        ("nf4", False, "float32", "unquantized base + the adapter by LoRARequest"),
+        ("nf4", True, "bfloat16", "unquantized base + the adapter by LoRARequest"),
+        ("bf16", True, "bfloat16", "LoRA merged"),
+        ("fp32", False, "float32", "LoRA merged"),
+    ],
+)
+def test_the_card_names_the_base_trained_on_and_the_base_sampled_from(
+    tmp_path, precision, on_cuda, sampled_on, how
+):
+    """QLoRA on vLLM trains on NF4 and samples from the checkpoint unquantized (in the nf4 base's
+    compute dtype): training_settings.json and the model card say both."""
+    from rmlib.training.colocate import adapter_bases
+    from rmlib.training.model_card import write_model_card
+
+    base = adapter_bases(precision, use_vllm=True, on_cuda=on_cuda)
+    assert base == {
+        "trained_on": precision,
+        "sampled_on": sampled_on,
+        "sampled_by": f"vLLM colocate, {how}",
+    }
+    meta = {
+        "backbone": TINY_QWEN3,
+        "precision": precision,
+        "base": base,
+        "global_step": 2,
+        "seed": 0,
+        "settings": {},
+        "n_items": 3,
+    }
+    card = write_model_card(tmp_path, meta).read_text()
+    assert (
+        f"- trained on: {precision} base; GRPO groups sampled from: {sampled_on} base "
+        f"(vLLM colocate, {how})" in card
+    )
 
 
 KILLED_RUN = """

@@ -150,7 +150,9 @@ def _training_row(cfg: RunConfig, est: Estimator, n_train: int) -> dict[str, Any
     if g.use_vllm:
         memory["engine_gib"] = g.vllm_gpu_memory_utilization * est.gpu.memory_gib
         max_len = g.vllm_max_model_length or budget + g.max_completion_length
-        why = est.engine_too_small(memory["engine_gib"], precision, max_len)
+        # an nf4 (QLoRA) trainer's engine holds the checkpoint unquantized: bf16 weights on CUDA
+        served = "bf16" if precision == "nf4" else precision
+        why = est.engine_too_small(memory["engine_gib"], served, max_len)
         blocked = f"colocated engine: {why}" if why else None
         row["memory_how"] = "trainer (micro-batch at the budget) + grpo.vllm_gpu_memory_utilization"
     else:

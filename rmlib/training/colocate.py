@@ -18,6 +18,18 @@ exactly those, nothing on CUDA:
   layerwise loader re-runs each layer's repacking), then repack the tied LM head, which shares
   the embedding and receives no tensor of its own (without that it keeps the old embedding).
 
+With an nf4 (QLoRA) base the weights cannot go over at all: merging LoRA into 4-bit layers and
+copying them is lossy, and vLLM 0.32's CUDA build cannot hold bitsandbytes layers anyway. The
+engine then holds the SAME checkpoint unquantized (the nf4 base's compute dtype: bf16 on CUDA,
+fp32 on CPU) with LoRA enabled, and receives the policy as an ADAPTER: each sync saves the
+current adapter to a fresh directory and registers it under a fresh `LoRARequest` id (vLLM
+caches adapters by id), and every generation passes that request. That overrides three points
+of TRL's: its quantization argument (TRL asks for bitsandbytes when the model has 4-bit layers),
+its sync (merge into the base) and its generate (no `lora_request`). The sampler (unquantized
+base + adapter) and the learner (NF4 base + adapter) then differ by the quantization error,
+which TRL's importance-sampling correction (`vllm_importance_sampling_correction`, on by
+default) accounts for, as it does for any learner/sampler gap.
+
 Why a patch and not a new engine of ours: TRL owns the timing of generation and sync (after each
 optimizer step, once per generation batch), the importance-sampling correction and the
 multi-process layout; replacing it would restate all of that.
@@ -26,7 +38,12 @@ multi-process layout; replacing it would restate all of that.
 from __future__ import annotations
 
 import contextlib
+import functools
+import shutil
+import tempfile
+import weakref
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 # The CPU engine's KV cache in colocate mode (GRPOSettings.vllm_cpu_kv_cache_gib's default):
@@ -40,19 +57,58 @@ def _on_cuda() -> bool:
     return torch.cuda.is_available()
 
 
-# The engine's dtype for each training precision: an nf4 base computes in bf16 on CUDA (and is
-# refused with use_vllm anyway: build_trainer), fp32 on CPU (rmlib.models).
+# The engine's dtype for each training precision. An nf4 base is served unquantized in its
+# compute dtype (rmlib.models: bf16 on CUDA, fp32 on CPU): `engine_dtype`.
 ENGINE_DTYPE = {"fp32": "float32", "bf16": "bfloat16", "nf4": "bfloat16"}
 
 
-def engine_llm(llm_class: Any, *, dtype: str, kv_cache_gib: float | None, seed: int = 0) -> Any:
+def engine_dtype(precision: str, on_cuda: bool | None = None) -> str:
+    """The colocated engine's dtype for a training precision: the trainer's for fp32 / bf16; for
+    nf4, the 4-bit base's compute dtype (bf16 on CUDA, fp32 on CPU), so that the only gap
+    between learner and sampler is the quantization itself."""
+    if precision == "nf4" and not (_on_cuda() if on_cuda is None else on_cuda):
+        return "float32"
+    return ENGINE_DTYPE[precision]
+
+
+def adapter_bases(precision: str, use_vllm: bool, on_cuda: bool | None = None) -> dict[str, str]:
+    """Which base the adapter was trained on and which its GRPO groups were sampled from, for
+    training_settings.json and the model card: with use_vllm and an nf4 base they differ (the
+    engine serves the adapter on the checkpoint unquantized, in `engine_dtype`)."""
+    if not use_vllm:
+        return {"trained_on": precision, "sampled_on": precision, "sampled_by": "transformers"}
+    sampled = engine_dtype(precision, on_cuda)
+    how = "vLLM colocate, " + (
+        "unquantized base + the adapter by LoRARequest" if precision == "nf4" else "LoRA merged"
+    )
+    return {"trained_on": precision, "sampled_on": sampled, "sampled_by": how}
+
+
+def engine_llm(
+    llm_class: Any,
+    *,
+    dtype: str,
+    kv_cache_gib: float | None,
+    seed: int = 0,
+    lora_rank: int | None = None,
+) -> Any:
     """vllm.LLM with TRL's arguments, the trainer's `dtype` and the run's `seed` (added to TRL's
     own, the process index, so data-parallel processes still draw differently); with
-    `kv_cache_gib` (CPU), its memory sized for the CPU engine."""
+    `kv_cache_gib` (CPU), its memory sized for the CPU engine; with `lora_rank` (an nf4 base),
+    the checkpoint unquantized with LoRA enabled, for the policy's adapter (module doc)."""
 
     def make(**kwargs: Any) -> Any:
         kwargs["dtype"] = dtype
         kwargs["seed"] = seed + kwargs.get("seed", 0)
+        if lora_rank is not None:
+            from rmlib.generation.vllm import vllm_lora_rank
+
+            # TRL passes quantization="bitsandbytes" for a model with 4-bit layers; the engine
+            # loads the checkpoint's own (unquantized) weights from model.name_or_path instead
+            kwargs["quantization"] = None
+            kwargs["enable_lora"] = True
+            kwargs["max_lora_rank"] = vllm_lora_rank(lora_rank)
+            kwargs["max_loras"] = 1  # one policy adapter at a time (the previous one is removed)
         if kv_cache_gib is None:
             return llm_class(**kwargs)
         kwargs.pop("gpu_memory_utilization", None)
@@ -87,32 +143,98 @@ def sync_cpu_engine(generation: Any) -> None:
     generation.llm.reset_prefix_cache()
 
 
+class AdapterSync:
+    """The policy's adapter as the engine sees it: each `push` saves the trainer's current LoRA
+    weights to a fresh directory and registers them under a fresh LoRARequest id (vLLM caches
+    adapters by id: reusing one would serve the old weights), removing the previous one."""
+
+    def __init__(self) -> None:
+        self.root = Path(tempfile.mkdtemp(prefix="rmlib-colocate-adapter-"))
+        self.request: Any = None  # None until the first sync: LoRA B starts at zero (no-op)
+        self.path: Path | None = None
+        self.count = 0
+
+    def push(self, llm: Any, model: Any) -> Any:
+        from vllm.lora.request import LoRARequest
+
+        self.count += 1
+        path = self.root / f"step-{self.count}"
+        model.save_pretrained(str(path))  # PEFT: the adapter only (weights + adapter_config)
+        request = LoRARequest(f"policy-{self.count}", self.count, str(path))
+        llm.llm_engine.add_lora(request)  # load now: a bad adapter fails at the sync
+        if self.request is not None:
+            llm.llm_engine.remove_lora(self.request.lora_int_id)
+            shutil.rmtree(self.path, ignore_errors=True)  # type: ignore[arg-type]
+        self.request, self.path = request, path
+        return request
+
+    def close(self) -> None:
+        shutil.rmtree(self.root, ignore_errors=True)
+
+
+def lora_request(trainer: Any) -> Any:
+    """The LoRARequest the colocated engine serves the policy under (None: no adapter mode, or
+    before the first sync)."""
+    adapter = getattr(trainer.vllm_generation, "adapter", None)
+    return None if adapter is None else adapter.request
+
+
 @contextlib.contextmanager
 def colocated_generation(
-    precision: str, kv_cache_gib: float = CPU_COLOCATE_KV_GIB, seed: int = 0
+    precision: str,
+    kv_cache_gib: float = CPU_COLOCATE_KV_GIB,
+    seed: int = 0,
+    lora_rank: int | None = None,
 ) -> Iterator[None]:
     """While a GRPOTrainer is built: TRL's colocated engine runs in the trainer's `precision`,
-    seeded from the run's `seed`; on CPU it also gets the two fixes above."""
+    seeded from the run's `seed`; on CPU it also gets the two fixes above. With an nf4
+    `precision` (QLoRA), the engine serves the unquantized base and the policy as an adapter of
+    rank `lora_rank` (the module doc)."""
     from trl.generation import vllm_generation as tg
     from trl.trainer import grpo_trainer
 
     on_cuda = _on_cuda()
-    dtype = ENGINE_DTYPE[precision]
+    dtype = engine_dtype(precision, on_cuda)
+    as_adapter = precision == "nf4"
+    if as_adapter and lora_rank is None:
+        raise ValueError("colocated_generation: an nf4 base needs the LoRA rank (lora_rank)")
 
     class ColocateGeneration(tg.VLLMGeneration):
+        adapter: AdapterSync | None = None
+
         def _init_vllm(self) -> None:
             real = tg.LLM
             kv = None if on_cuda else kv_cache_gib
-            tg.LLM = engine_llm(real, dtype=dtype, kv_cache_gib=kv, seed=seed)
+            rank = lora_rank if as_adapter and self.mode == "colocate" else None
+            tg.LLM = engine_llm(real, dtype=dtype, kv_cache_gib=kv, seed=seed, lora_rank=rank)
             try:
                 super()._init_vllm()
             finally:
                 tg.LLM = real
+            if rank is not None:
+                self.adapter = AdapterSync()
+                weakref.finalize(self, self.adapter.close)
 
         def sync_weights(self) -> None:
+            if self.adapter is not None:  # QLoRA: the adapter goes over, never merged weights
+                self.adapter.push(self.llm, self.accelerator.unwrap_model(self.model))
+                return
             if on_cuda or self.mode != "colocate":
                 return super().sync_weights()
             sync_cpu_engine(self)
+
+        def generate(self, *args: Any, **kwargs: Any) -> Any:
+            request = None if self.adapter is None else self.adapter.request
+            if request is None:
+                return super().generate(*args, **kwargs)
+            # TRL calls self.llm.generate(prompts, sampling_params=..., use_tqdm=False) with no
+            # lora_request: shadow the bound method for this call only
+            llm = self.llm
+            llm.generate = functools.partial(type(llm).generate, llm, lora_request=request)
+            try:
+                return super().generate(*args, **kwargs)
+            finally:
+                del llm.generate
 
     original = grpo_trainer.VLLMGeneration
     grpo_trainer.VLLMGeneration = ColocateGeneration
@@ -136,8 +258,11 @@ def probe_ids(tokenizer: Any) -> tuple[list[int], list[int]]:
     return encode(PROBE_PROMPT), encode(PROBE_CONTINUATION)
 
 
-def engine_logprobs(trainer: Any, probe: tuple[list[int], list[int]]) -> Any:
-    """The colocated engine's raw log-probs of the probe's continuation (prompt log-probs)."""
+def engine_logprobs(
+    trainer: Any, probe: tuple[list[int], list[int]], lora_request: Any = None
+) -> Any:
+    """The colocated engine's raw log-probs of the probe's continuation (prompt log-probs), under
+    `lora_request` when given (the QLoRA path serves the policy as an adapter: `lora_request`)."""
     import torch
     from vllm import SamplingParams
     from vllm.inputs import TokensPrompt
@@ -147,6 +272,7 @@ def engine_logprobs(trainer: Any, probe: tuple[list[int], list[int]]) -> Any:
         [TokensPrompt(prompt_token_ids=ids + continuation)],
         SamplingParams(max_tokens=1, temperature=0.0, prompt_logprobs=0),
         use_tqdm=False,
+        lora_request=lora_request,
     )
     steps = out[0].prompt_logprobs[len(ids) :]
     return torch.tensor([s[t].logprob for s, t in zip(steps, continuation, strict=True)])
@@ -154,10 +280,13 @@ def engine_logprobs(trainer: Any, probe: tuple[list[int], list[int]]) -> Any:
 
 def policy_logprobs(trainer: Any, probe: tuple[list[int], list[int]]) -> Any:
     """The trainer's (policy's) log-probs of the probe's continuation."""
+    return _logprobs(trainer.model, probe)
+
+
+def _logprobs(model: Any, probe: tuple[list[int], list[int]]) -> Any:
     import torch
 
     ids, continuation = probe
-    model = trainer.model
     seq = torch.tensor([ids + continuation], device=next(model.parameters()).device)
     with torch.no_grad():
         logits = model(input_ids=seq).logits[0, len(ids) - 1 : -1].float()
@@ -165,16 +294,52 @@ def policy_logprobs(trainer: Any, probe: tuple[list[int], list[int]]) -> Any:
     return torch.log_softmax(logits, -1).gather(-1, chosen)[:, 0].cpu()
 
 
+def adapter_reference_logprobs(trainer: Any, probe: tuple[list[int], list[int]]) -> Any:
+    """What the QLoRA engine should compute: the checkpoint loaded unquantized in the engine's
+    dtype by transformers, the trainer's CURRENT LoRA weights attached by PEFT (copied from the
+    trainer's model, not read from the synced directory, so a stale or wrong save shows)."""
+    from peft import get_peft_model, get_peft_model_state_dict, set_peft_model_state_dict
+    from transformers import AutoModelForCausalLM
+
+    policy = trainer.accelerator.unwrap_model(trainer.model)
+    dtype = trainer.vllm_generation.llm.llm_engine.model_config.dtype  # a torch.dtype
+    device = next(policy.parameters()).device
+    base = AutoModelForCausalLM.from_pretrained(
+        policy.name_or_path, dtype=dtype, use_safetensors=True
+    ).to(device)
+    config = policy.peft_config[policy.active_adapter]
+    reference = get_peft_model(base, config)
+    set_peft_model_state_dict(reference, get_peft_model_state_dict(policy))
+    reference.eval()
+    try:
+        return _logprobs(reference, probe)
+    finally:
+        del reference, base
+
+
 def sync_report(trainer: Any, probe: tuple[list[int], list[int]], before: Any) -> dict[str, Any]:
     """After training: sync as TRL does before a generation step, then compare the engine with
     the policy. Synced = the engine is ten times closer to the policy than the policy moved
-    from `before` (its log-probs before training), so a stale engine cannot pass."""
+    from `before` (its log-probs before training), so a stale engine cannot pass.
+
+    QLoRA (the engine serves the adapter on the unquantized base): the engine is compared with
+    `adapter_reference_logprobs` (synced = ten times closer to it than the policy moved), and
+    `engine_vs_policy_max_abs` is the NF4 learner / unquantized sampler gap, which TRL's
+    importance-sampling correction covers."""
     trainer.vllm_generation.sync_weights()
+    request = lora_request(trainer)
     policy = policy_logprobs(trainer, probe)
     moved = float((policy - before).abs().max())
-    error = float((engine_logprobs(trainer, probe) - policy).abs().max())
-    return {
+    engine = engine_logprobs(trainer, probe, request)
+    error = float((engine - policy).abs().max())
+    report: dict[str, Any] = {
         "policy_moved_max_abs": round(moved, 6),
         "engine_vs_policy_max_abs": round(error, 6),
         "synced": moved > 10 * error,
     }
+    if request is not None:
+        exact = float((engine - adapter_reference_logprobs(trainer, probe)).abs().max())
+        report["engine_vs_reference_max_abs"] = round(exact, 6)
+        report["synced"] = moved > 10 * exact
+        report["served_as"] = f"LoRARequest {request.lora_name} on the unquantized base"
+    return report

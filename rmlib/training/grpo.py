@@ -52,6 +52,7 @@ from pathlib import Path
 from typing import Any
 
 from rmlib.config import ConfigError, config_from_dict, read_yaml
+from rmlib.training.colocate import adapter_bases
 from rmlib.training.grpo_config import GRPOSettings
 from rmlib.training.grpo_trainer import build_trainer
 from rmlib.training.model_card import write_model_card
@@ -120,6 +121,8 @@ def train_grpo(
         meta = {
             "backbone": backbone,
             "precision": precision,
+            # QLoRA on vLLM trains on NF4 and samples from the unquantized base: say which
+            "base": adapter_bases(precision, cfg.use_vllm),
             "seed": trainer.args.seed,
             "settings": asdict(cfg),
             "enable_thinking": enable_thinking,

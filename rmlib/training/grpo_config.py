@@ -141,9 +141,10 @@ class GRPOSettings:
     torch_threads: Count | None = doc("CPU threads for torch; None = torch's default.", None)
     use_vllm: bool = doc(
         "Generate GRPO's groups on a vLLM engine in the trainer's process (TRL's colocate "
-        "mode; rmlib.training.colocate makes it run on CPU too). The policy's weights are "
-        "pushed into the engine after each optimizer step (LoRA merged, copied, unmerged), so "
-        "train on a bf16/fp32 base: merging into NF4 layers on every sync is lossy (refused).",
+        "mode; rmlib.training.colocate makes it run on CPU too). The policy goes into the "
+        "engine after each optimizer step: a bf16/fp32 base's weights with LoRA merged; with "
+        "an nf4 base (QLoRA) the engine holds the checkpoint unquantized and gets the policy "
+        "as a LoRA adapter (LoRARequest), as merging into 4-bit layers would be lossy.",
         False,
     )
     vllm_gpu_memory_utilization: OpenShare = doc(

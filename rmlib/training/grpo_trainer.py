@@ -176,10 +176,13 @@ def build_trainer(
     from rmlib.training.colocate import colocated_generation
 
     check_dataset(dataset)
-    if cfg.use_vllm and precision == "nf4":
+    if cfg.use_vllm and precision == "nf4" and cfg.vllm_enable_sleep_mode:
+        # QLoRA colocate serves the policy as an adapter on the engine's own unquantized base:
+        # TRL's sleep (level 2) discards that base, and its wake-up re-pushes weights from the
+        # trainer, whose base is 4-bit
         raise ValueError(
-            "grpo.use_vllm with an nf4 training base: every weight sync would merge LoRA into "
-            "4-bit layers (lossy); set model.train_precision to bf16 (or fp32), or use_vllm off"
+            "grpo.vllm_enable_sleep_mode with an nf4 training base and use_vllm: the engine's "
+            "unquantized base would be discarded at each sleep; turn sleep mode off"
         )
     if cfg.torch_threads:
         torch.set_num_threads(cfg.torch_threads)
@@ -189,7 +192,11 @@ def build_trainer(
     if reward_funcs is None:
         reward_funcs = [JudgmentReward(eos_ids(model, tokenizer), cfg.unparseable_penalty)]
     args = grpo_args(cfg, output_dir, seed=seed, enable_thinking=enable_thinking)
-    with colocated_generation(precision, cfg.vllm_cpu_kv_cache_gib, seed=args.seed):
+    # nf4 + use_vllm (QLoRA): the engine serves the checkpoint unquantized and the policy as a
+    # LoRA adapter of this rank, pushed after each optimizer step (rmlib.training.colocate)
+    with colocated_generation(
+        precision, cfg.vllm_cpu_kv_cache_gib, seed=args.seed, lora_rank=cfg.lora_r
+    ):
         trainer = _trainer_class()(
             model=model,
             reward_funcs=list(reward_funcs),

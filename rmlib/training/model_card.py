@@ -37,6 +37,7 @@ def write_model_card(out: Path, meta: dict[str, Any]) -> Path:
         "## Backbone",
         "",
         f"- model: `{meta['backbone']}` (weights under the adapter: {meta['precision']})",
+        *_base_lines(meta.get("base") or {}),
         f"- thinking mode: {'on' if meta.get('enable_thinking') else 'off'}",
         f"- optimizer steps: {meta['global_step']}",
         f"- seed: {meta['seed']}",
@@ -58,6 +59,16 @@ def write_model_card(out: Path, meta: dict[str, Any]) -> Path:
     ]
     path.write_text("\n".join(lines))
     return path
+
+
+def _base_lines(base: dict[str, str]) -> list[str]:
+    """Trained on one base, sampled from another (QLoRA on vLLM): both, named."""
+    if not base:
+        return []
+    return [
+        f"- trained on: {base['trained_on']} base; GRPO groups sampled from: "
+        f"{base['sampled_on']} base ({base['sampled_by']})"
+    ]
 
 
 _EMPTY_EVALUATION = (
