@@ -16,11 +16,23 @@ def activation_bytes(facts: ModelFacts, tokens: int, checkpointing: bool) -> flo
     token, 4 x hidden (norm inputs/outputs, residual), 3 x the query and 3 x the KV width
     (q/k/v with RoPE, attention output) and 4 x intermediate (gate, up, activation, product),
     in bf16. With activation checkpointing only each layer's input is kept, plus one layer
-    recomputed at a time. Logits are not counted: on CUDA TRL computes log-probs in tiles."""
+    recomputed at a time. Logits are a term of their own (`Estimator.trainer`)."""
     per_layer = 2 * (4 * facts.hidden + 3 * facts.q_dim + 3 * facts.kv_dim + 4 * facts.intermediate)
     if checkpointing:
         return tokens * (facts.layers * 2 * facts.hidden + per_layer)
     return tokens * facts.layers * per_layer
+
+
+# TRL 1.16's fused LM head (trl.kernels.chunked_logprob.TOKEN_CHUNK_SIZE and
+# trl.trainer.utils._CHUNKED_LOGPROB_CHUNK_SIZE): the tile GRPO's log-probs are projected in
+LOGPROB_TILE_TOKENS = 4096
+
+
+LOGPROB_TILE_VOCAB = 32768
+
+
+def _term(term: str, gib: float | None, what: str) -> dict[str, Any]:
+    return {"term": term, "gib": gib, "what": what}
 
 
 def plan_precision(asked: str) -> str:
@@ -55,6 +67,20 @@ class Estimator:
             return {"engine_gib": total, "how": "weights + generation.kv_cache_gib + reserve"}
         return {"engine_gib": share * self.gpu.memory_gib, "how": f"{share:g} of the card"}
 
+    def engine_terms(
+        self, total: float | None, precision: str, what: str, prefix: str = "engine_"
+    ) -> list[dict[str, Any]]:
+        """An engine of `total` GiB (`what`: how it is sized) split as vLLM fills it: the served
+        weights, the reserve (activations, CUDA graphs) and the KV cache in the rest (0 when the
+        rest is negative: the engine cannot start, `engine_too_small` says why)."""
+        weights, reserve = self.weights(precision), self.c["vllm_reserve_gib"]
+        kv = None if total is None or weights is None else max(total - weights - reserve, 0.0)
+        return [
+            _term(f"{prefix}weights_gib", weights, f"engine weights ({precision}, as served)"),
+            _term(f"{prefix}kv_cache_gib", kv, f"engine KV cache (the rest of {what})"),
+            _term(f"{prefix}reserve_gib", reserve, "engine reserve (activations, CUDA graphs)"),
+        ]
+
     def engine_too_small(self, gib: float | None, precision: str, max_len: int) -> str | None:
         """Why an engine of `gib` cannot start: weights, reserve and one longest sequence."""
         weights, kv = self.weights(precision), self.kv_gib(max_len, precision)
@@ -76,22 +102,50 @@ class Estimator:
         tokens: int,
         checkpointing: bool,
         logits: bool = False,
-    ) -> dict[str, float] | None:
-        """A LoRA trainer's memory: weights, LoRA weights + gradients + AdamW's two states (fp32
-        adapter: 16 B a parameter, bf16: 8), activations of one micro-batch (`tokens`; SFT's full
-        logits in fp32 with `logits`), workspace."""
+        scored_tokens: int = 0,
+        prefix: str = "",
+    ) -> list[dict[str, Any]] | None:
+        """A LoRA trainer's memory, term by term: weights at the training precision; the LoRA
+        weights, their gradients and AdamW's two states (4 + 4 + 8 B a parameter in fp32, half in
+        bf16); the activations autograd keeps for one micro-batch of `tokens`
+        (`activation_bytes`); the logits; a workspace. Logits: SFT's full logits in fp32 with
+        `logits` (TRL's SFTTrainer materialises them), else GRPO's fused LM head (TRL 1.16,
+        `add_fused_lm_head`), which projects the `scored_tokens` completion tokens in fp32 tiles
+        of at most LOGPROB_TILE_TOKENS x LOGPROB_TILE_VOCAB and never holds the whole vocab."""
         if self.facts is None:
             return None
-        lora = self.facts.lora_params(lora_r) * (16 if adapter_dtype == "fp32" else 8)
-        act = activation_bytes(self.facts, tokens, checkpointing)
+        f = self.facts
+        n = f.lora_params(lora_r)
+        width = 4 if adapter_dtype == "fp32" else 2
+        act = activation_bytes(f, tokens, checkpointing)
         if logits:
-            act += tokens * self.facts.vocab * 6  # bf16 logits + their fp32 copy for the loss
-        return {
-            "weights_gib": self.facts.weight_bytes(precision) / GiB,
-            "lora_and_adamw_gib": lora / GiB,
-            "activations_gib": act / GiB,
-            "workspace_gib": self.c["trainer_workspace_gib"],
-        }
+            logit_bytes = tokens * f.vocab * 6  # bf16 logits + their fp32 copy for the loss
+            how = f"logits: {tokens:,} tokens x {f.vocab:,} vocab x 6 B (bf16 + fp32 for the loss)"
+        else:
+            rows = min(scored_tokens, LOGPROB_TILE_TOKENS)
+            logit_bytes = rows * min(f.vocab, LOGPROB_TILE_VOCAB) * 4
+            how = (
+                f"logits: TRL's fused LM head, one fp32 tile of {rows:,} of the "
+                f"{scored_tokens:,} completion tokens x {min(f.vocab, LOGPROB_TILE_VOCAB):,} of "
+                f"the {f.vocab:,} vocab (full logits would be "
+                f"{scored_tokens * f.vocab * 2 / GiB:.1f} GiB in bf16)"
+            )
+        kept = "checkpointed" if checkpointing else "no checkpointing"
+        return [
+            _term(
+                f"{prefix}weights_gib", f.weight_bytes(precision) / GiB, f"weights ({precision})"
+            ),
+            _term(
+                f"{prefix}lora_params_gib",
+                n * width / GiB,
+                f"LoRA r={lora_r}: {n / 1e6:.1f} M params",
+            ),
+            _term(f"{prefix}lora_grads_gib", n * width / GiB, f"LoRA gradients ({adapter_dtype})"),
+            _term(f"{prefix}adamw_states_gib", n * 2 * width / GiB, "AdamW's two states"),
+            _term(f"{prefix}activations_gib", act / GiB, f"activations: {tokens:,} tokens, {kept}"),
+            _term(f"{prefix}logits_gib", logit_bytes / GiB, how),
+            _term(f"{prefix}workspace_gib", self.c["trainer_workspace_gib"], "trainer workspace"),
+        ]
 
     # time (seconds)
 

@@ -51,12 +51,28 @@ def empty_row(notebook: str, **fields: Any) -> dict[str, Any]:
         "peak_gpu_gib": None,
         "fits": None,
         "hours": None,
-        "memory": {},  # GiB by component; the peak adds them (or takes the largest, in turn)
+        "memory": {},  # GiB by term (`memory_terms` says each one's phase and what it is)
+        "memory_terms": [],  # {phase, term, gib, what}; a phase's terms are held at once
         "parts": [],
         "notes": [],
     }
     row.update(fields)
     return row
+
+
+def _set_memory(row: dict[str, Any], phases: dict[str, list[dict[str, Any]] | None]) -> None:
+    """A notebook's memory from its phases: each a list of terms held at once, the phases
+    holding the card in turn, so the peak is the largest phase's sum (None: unknown)."""
+    sums: list[float | None] = []
+    for phase, terms in phases.items():
+        if terms is None:
+            sums.append(None)
+            continue
+        values = [t["gib"] for t in terms]
+        sums.append(None if None in values else sum(values))
+        row["memory_terms"] += [{"phase": phase, **t} for t in terms]
+    row["memory"] = {t["term"]: t["gib"] for t in row["memory_terms"]}
+    row["peak_gpu_gib"] = None if not sums or None in sums else max(sums)
 
 
 def _finish(
@@ -66,6 +82,7 @@ def _finish(
     hours."""
     peak = row["peak_gpu_gib"]
     row["memory"] = {k: _gib(v) for k, v in row["memory"].items()}
+    row["memory_terms"] = [{**t, "gib": _gib(t["gib"])} for t in row["memory_terms"]]
     if blocked:
         row["notes"].append(blocked)
     if peak is not None:
@@ -94,43 +111,54 @@ def _rollouts_row(cfg: RunConfig, est: Estimator, n_train: int) -> dict[str, Any
         prompt_tokens_upper_bound=prompt_tokens,
     )
     seconds: dict[str, float] = {}
+    phases: dict[str, list[dict[str, Any]] | None] = {}
     if cfg.warmup.enabled:
         w = cfg.warmup
         precision = plan_precision(w.precision)
         row["optimizer_steps"] = warmup_steps(cfg)
         tokens_in = w.batch_size * w.max_length
-        mem = est.trainer(precision, w.lora_r, "fp32", tokens_in, w.gradient_checkpointing, True)
-        row["memory"]["warmup_trainer_gib"] = None if mem is None else sum(mem.values())
+        phases["warm-up trainer"] = est.trainer(
+            precision, w.lora_r, "fp32", tokens_in, w.gradient_checkpointing, True, 0, "warmup_"
+        )
         per_step = w.batch_size * w.gradient_accumulation_steps * w.max_length
         seconds["warmup"] = row["optimizer_steps"] * per_step / est.train_rate(precision)
-    gib, how, blocked = _generation_memory(cfg, est)
-    row["memory"]["generation_gib"] = gib
-    row["memory_how"] = how
+    phases["generation"], row["memory_how"], blocked = _generation_memory(cfg, est)
+    _set_memory(row, phases)
     if gen.backend != "hf":
         seconds["engine_start"] = est.c["vllm_engine_start_s"]
     engine = "hf" if gen.backend == "hf" else "vllm"
     seconds.update(est.generation_s(prompt_tokens, tokens, engine))
-    peaks = list(row["memory"].values())
-    row["peak_gpu_gib"] = None if None in peaks else max(peaks)
     return _finish(row, est, seconds, blocked)
 
 
-def _generation_memory(cfg: RunConfig, est: Estimator) -> tuple[float | None, str, str | None]:
-    """02/04's generation backend: (GiB, how it is counted, why its engine cannot start)."""
+def _generation_memory(
+    cfg: RunConfig, est: Estimator
+) -> tuple[list[dict[str, Any]], str, str | None]:
+    """02/04's generation backend: (its memory terms, how it is counted, why its engine cannot
+    start)."""
     gen = cfg.generation
     precision = plan_precision(cfg.model.precision)
     if gen.backend == "http":
-        return 0.0, "generation on the servers at generation.endpoints", None
+        return [], "generation on the servers at generation.endpoints", None
     if gen.backend == "hf":
         weights, kv = est.weights(precision), est.kv_gib(gen.max_batch_tokens, precision)
-        gib = None if weights is None or kv is None else weights + kv
-        return gib, "weights + KV cache of generation.max_batch_tokens (no activations)", None
+        terms = [
+            {"term": "weights_gib", "gib": weights, "what": f"weights ({precision})"},
+            {
+                "term": "kv_cache_gib",
+                "gib": kv,
+                "what": f"KV cache of generation.max_batch_tokens ({gen.max_batch_tokens:,})",
+            },
+        ]
+        return terms, "weights + KV cache of generation.max_batch_tokens (no activations)", None
     # the engine's weights: vLLM serves an nf4 base in bf16 (rmlib.generation.vllm.vllm_dtype)
     precision = "fp32" if vllm_dtype(precision)[0] == "float32" else "bf16"
     engine = est.engine(gen.gpu_memory_utilization, gen.kv_cache_gib, precision)
     max_len = context_tokens(cfg)  # the engine's max_model_len
     blocked = est.engine_too_small(engine["engine_gib"], precision, max_len)
-    return engine["engine_gib"], f"vLLM engine: {engine['how']}", blocked
+    how = engine["how"] if gen.kv_cache_gib is not None else "generation.gpu_memory_utilization"
+    terms = est.engine_terms(engine["engine_gib"], precision, how)
+    return terms, f"vLLM engine: {engine['how']}", blocked
 
 
 def _training_row(cfg: RunConfig, est: Estimator, n_train: int) -> dict[str, Any]:
@@ -144,21 +172,29 @@ def _training_row(cfg: RunConfig, est: Estimator, n_train: int) -> dict[str, Any
     row = empty_row("03_training")
     seconds: dict[str, float] = {}
     tokens = g.per_device_train_batch_size * (budget + g.max_completion_length)
-    trainer = est.trainer(precision, g.lora_r, g.adapter_dtype, tokens, g.gradient_checkpointing)
-    memory: dict[str, Any] = dict(trainer or {})
+    scored = g.per_device_train_batch_size * g.max_completion_length  # the completions' log-probs
+    trainer = est.trainer(
+        precision, g.lora_r, g.adapter_dtype, tokens, g.gradient_checkpointing, False, scored
+    )
+    held: list[dict[str, Any]] | None = None if trainer is None else list(trainer)
     blocked = None
     if g.use_vllm:
-        memory["engine_gib"] = g.vllm_gpu_memory_utilization * est.gpu.memory_gib
+        engine_gib = g.vllm_gpu_memory_utilization * est.gpu.memory_gib
         max_len = g.vllm_max_model_length or budget + g.max_completion_length
         # an nf4 (QLoRA) trainer's engine holds the checkpoint unquantized: bf16 weights on CUDA
         served = "bf16" if precision == "nf4" else precision
-        why = est.engine_too_small(memory["engine_gib"], served, max_len)
+        why = est.engine_too_small(engine_gib, served, max_len)
         blocked = f"colocated engine: {why}" if why else None
+        if held is not None:
+            held += est.engine_terms(engine_gib, served, "grpo.vllm_gpu_memory_utilization")
         row["memory_how"] = "trainer (micro-batch at the budget) + grpo.vllm_gpu_memory_utilization"
     else:
         # TRL's transformers generation decodes the whole generation batch at once
         batch = g.generation_batch_size or g.per_device_train_batch_size
-        memory["generation_kv_gib"] = est.kv_gib(batch * (budget + g.max_completion_length), "bf16")
+        kv = est.kv_gib(batch * (budget + g.max_completion_length), "bf16")
+        if held is not None:
+            what = f"KV cache of the generation batch ({batch} sequences)"
+            held.append({"term": "generation_kv_gib", "gib": kv, "what": what})
         row["memory_how"] = "trainer (micro-batch at the budget) + KV of the generation batch"
     for model, mix in mixes.items():
         prompt = mix_prompt_tokens(cfg, mix)
@@ -196,9 +232,8 @@ def _training_row(cfg: RunConfig, est: Estimator, n_train: int) -> dict[str, Any
             }
         )
     if row["parts"]:
-        row["memory"] = memory
-        parts = list(memory.values())
-        row["peak_gpu_gib"] = None if trainer is None or None in parts else sum(parts)
+        engine = "colocated engine" if g.use_vllm else "generation KV"
+        _set_memory(row, {f"trainer ({precision}) + {engine}": held})
     else:
         row["notes"].append("eval.models trains nothing (base only)")
         blocked = None
@@ -220,8 +255,8 @@ def _inference_row(cfg: RunConfig, est: Estimator, eval_sets: dict[str, int]) ->
         generated_tokens_upper_bound=tokens,
         prompt_tokens_upper_bound=prompt_tokens,
     )
-    gib, row["memory_how"], blocked = _generation_memory(cfg, est)
-    row["memory"]["generation_gib"] = row["peak_gpu_gib"] = gib
+    terms, row["memory_how"], blocked = _generation_memory(cfg, est)
+    _set_memory(row, {"generation": terms})
     engine = "hf" if cfg.generation.backend == "hf" else "vllm"
     seconds = est.generation_s(prompt_tokens, tokens, engine)
     if cfg.generation.backend != "hf":

@@ -61,6 +61,7 @@ def format_plan(p: dict[str, Any]) -> str:
             lines.append("  ".join("-" * w for w in widths))
     lines.append("(total peak: the largest notebook's; hours: the notebooks' sum)")
     lines += _protocol_lines(p["protocols"])
+    lines += _memory_lines(p["per_notebook"], gpu["memory_gib"])
     lines += ["", "notes:"]
     lines += [f"  - {n}" for n in p["notes"]]
     for r in p["per_notebook"]:
@@ -83,6 +84,31 @@ def format_plan(p: dict[str, Any]) -> str:
             f"{m['device_used_gib_vllm_colocate']} GiB)"
         )
     return "\n".join(lines)
+
+
+def _memory_lines(rows: list[dict[str, Any]], card_gib: float) -> list[str]:
+    """Each notebook's estimated memory term by term, phase by phase (a phase's terms are held
+    at once; the peak is the largest phase's sum)."""
+    lines: list[str] = []
+    for r in rows:
+        phases: dict[str, list[dict[str, Any]]] = {}
+        for t in r.get("memory_terms", []):
+            phases.setdefault(t["phase"], []).append(t)
+        for phase, terms in phases.items():
+            values = [t["gib"] for t in terms]
+            total = None if None in values else sum(values)
+            share = (
+                "" if total is None else f" = {total:.2f} GiB, {total / card_gib:.0%} of the card"
+            )
+            lines.append(f"  {r['notebook']}, {phase}{share}")
+            width = max(len(t["term"]) for t in terms)
+            for t in terms:
+                gib = "unknown" if t["gib"] is None else f"{t['gib']:.2f}"
+                lines.append(f"    {t['term'].ljust(width)}  {gib:>7}  {t['what']}")
+    if not lines:
+        return []
+    head = f"memory by term (GiB, estimates; card {card_gib:g} GiB)"
+    return ["", head, *lines]
 
 
 PROTOCOL_COLUMNS = [  # (key, header): the dry run's protocol table
