@@ -176,7 +176,7 @@ def test_paper_profile_plans_both_protocols():
 
 
 def test_reflection_prompts_are_planned_at_their_own_budget():
-    cfg = _profile("qwen3-4b-quick")
+    cfg = _profile("qwen3-4b-quick", **{"prompts.max_reflection_prompt_tokens": 8192})
     inf, budgets = cfg.inference, cfg.prompts
     assert (budgets.max_prompt_tokens, budgets.max_reflection_prompt_tokens) == (4096, 8192)
     # stage 1 at the judgment budget; the first reflection prompt at the reflection budget, each
@@ -205,7 +205,11 @@ def test_reflection_prompts_are_planned_at_their_own_budget():
     # a Pref.-only mix (rft) never holds a reflection prompt: its training is at the judgment
     # budget whatever the reflection budget
     rft = {"eval.models": ["base", "rft"]}
-    rft_wide = _rows(planner.plan(_profile("qwen3-4b-quick", **rft)))["03_training"]
+    rft_wide = _rows(
+        planner.plan(
+            _profile("qwen3-4b-quick", **rft, **{"prompts.max_reflection_prompt_tokens": 8192})
+        )
+    )["03_training"]
     rft_small = _rows(
         planner.plan(
             _profile("qwen3-4b-quick", **rft, **{"prompts.max_reflection_prompt_tokens": 4096})
@@ -226,23 +230,97 @@ def test_mix_caps_keep_the_ratio():
     assert planner.mix_items_upper_bound(cfg, "unified", 1_000)["pref"] == 40
 
 
-def test_quick_profile_is_over_a_24gb_card_and_fits_80gb():
+def test_quick_profile_fits_a_24gb_card_with_margin():
     cfg = _profile("qwen3-4b-quick")
+    assert cfg.model.train_precision == "nf4" and cfg.grpo.use_vllm
+    small = planner.plan(cfg, gpu="24gb")
+    rows = _rows(small)
+    assert small["fits_gpu"] is True
+    assert all(r["fits"] for r in rows.values() if r["peak_gpu_gib"] is not None)
+    training = rows["03_training"]
+    assert training["peak_gpu_gib"] <= 0.9 * 22.5
+    assert not any("colocated engine" in n for n in training["notes"])
+    # the trainer's base in NF4, the colocated engine's the unquantized checkpoint
+    assert training["memory"]["weights_gib"] == pytest.approx(2.47, abs=0.01)
+    assert training["memory"]["engine_weights_gib"] == pytest.approx(7.49, abs=0.01)
+    big = planner.plan(cfg, gpu="h100-80gb")
+    assert big["fits_gpu"] is True
+    assert _rows(big)["02_rollouts"]["peak_gpu_gib"] == pytest.approx(0.85 * 79.2, abs=0.01)
+
+
+def test_the_old_bf16_quick_recipe_is_over_a_24gb_card():
+    cfg = _profile(
+        "qwen3-4b-quick",
+        **{
+            "model.train_precision": "bf16",
+            "grpo.vllm_gpu_memory_utilization": 0.3,
+            "grpo.per_device_train_batch_size": 8,
+            "grpo.gradient_accumulation_steps": 8,
+            "prompts.max_reflection_prompt_tokens": 8192,
+        },
+    )
     small = _rows(planner.plan(cfg, gpu="24gb"))["03_training"]
     # bf16 trainer beside a colocated engine with 30 % of the card: over 22.5 GiB, and the
     # engine's share cannot hold the 7.5 GiB of bf16 weights
     assert small["fits"] is False and small["peak_gpu_gib"] > 22.5
     assert any("colocated engine" in n for n in small["notes"])
     assert small["memory"]["weights_gib"] == pytest.approx(4.022e9 * 2 / 1024**3, rel=1e-3)
-    big = planner.plan(cfg, gpu="h100-80gb")
-    assert big["fits_gpu"] is True
-    assert _rows(big)["02_rollouts"]["peak_gpu_gib"] == pytest.approx(0.85 * 79.2, abs=0.01)
+
+
+def test_paper_profile_trains_qlora_and_fits_80gb():
+    cfg = _profile("qwen3-4b-paper")
+    assert cfg.model.train_precision == "nf4"
+    assert planner.plan(cfg, gpu="h100-80gb")["fits_gpu"] is True
+
+
+@pytest.mark.parametrize("profile", ["qwen3-4b-quick", "qwen3-4b-paper", "smoke"])
+@pytest.mark.parametrize("gpu", ["24gb", "h100-80gb"])
+def test_memory_terms_sum_to_the_peak(profile, gpu):
+    rows = planner.plan(_profile(profile), gpu=gpu)["per_notebook"]
+    for r in rows:
+        if r["peak_gpu_gib"] is None:
+            continue
+        phases: dict[str, float] = {}
+        for t in r["memory_terms"]:
+            phases[t["phase"]] = phases.get(t["phase"], 0.0) + t["gib"]
+        assert r["memory_terms"], r["notebook"]
+        assert max(phases.values()) == pytest.approx(r["peak_gpu_gib"], abs=0.05), r["notebook"]
+    training = _rows({"per_notebook": rows})["03_training"]
+    terms = {t["term"] for t in training["memory_terms"]}
+    assert {
+        "weights_gib",
+        "lora_params_gib",
+        "lora_grads_gib",
+        "adamw_states_gib",
+        "activations_gib",
+        "logits_gib",
+        "workspace_gib",
+    } <= terms
+
+
+def test_engine_terms_split_its_share_and_grpo_logits_are_a_tile():
+    cfg = _profile("qwen3-4b-quick")
+    rows = _rows(planner.plan(cfg, gpu="24gb"))
+    m = rows["03_training"]["memory"]
+    share = cfg.grpo.vllm_gpu_memory_utilization * 22.5
+    assert m["engine_weights_gib"] + m["engine_kv_cache_gib"] + m["engine_reserve_gib"] == (
+        pytest.approx(share, abs=0.02)
+    )
+    # TRL 1.16's fused LM head: one fp32 tile of the micro-batch's completion tokens x 32,768
+    scored = cfg.grpo.per_device_train_batch_size * cfg.grpo.max_completion_length
+    assert m["logits_gib"] == pytest.approx(scored * 32768 * 4 / 1024**3, abs=0.01)
+    assert rows["02_rollouts"]["memory"]["engine_kv_cache_gib"] == pytest.approx(
+        0.85 * 22.5 - 7.49 - 1.5, abs=0.02
+    )
 
 
 def test_a_qlora_colocated_engine_holds_bf16_weights():
     """nf4 + use_vllm: the trainer's base is 4-bit, the engine's is the unquantized checkpoint,
     so 30 % of a 24 GB card cannot hold it (NF4's 2.5 GiB would have fit)."""
-    cfg = _profile("qwen3-4b-quick", **{"model.train_precision": "nf4"})
+    cfg = _profile(
+        "qwen3-4b-quick",
+        **{"model.train_precision": "nf4", "grpo.vllm_gpu_memory_utilization": 0.3},
+    )
     small = _rows(planner.plan(cfg, gpu="24gb"))["03_training"]
     notes = [n for n in small["notes"] if "colocated engine" in n]
     assert notes and "weights (7.5 GiB)" in notes[0]
@@ -327,7 +405,12 @@ def test_cli_prints_the_table_and_measured_constants(tmp_path):
     assert "assumed (unmeasured): compute-bound prefill" in text  # gpu_check does not measure it
     small = _cli("run", "params/qwen3-4b-quick.yaml", "--dry-run", "--gpu", "24gb")
     training = next(line for line in small.stdout.splitlines() if line.startswith("03_training"))
-    assert " NO " in training
+    assert " yes " in training  # the 24 GB profile
+    # the memory model, term by term
+    assert "memory by term (GiB, estimates; card 22.5 GiB)" in small.stdout
+    assert "03_training, trainer (nf4) + colocated engine = " in small.stdout
+    for term in ("activations_gib", "logits_gib", "adamw_states_gib", "engine_kv_cache_gib"):
+        assert term in small.stdout
     bad = _cli("run", "params/smoke.yaml", "--dry-run", "--gpu", "tpu")
     assert bad.returncode == 2 and "unknown GPU class 'tpu'" in bad.stderr
 
