@@ -29,9 +29,12 @@ How the estimates are made:
 - memory: a vLLM engine takes its share of the card (`gpu_memory_utilization`), or its weights +
   `kv_cache_gib` + a fixed reserve when that is set; a trainer holds its weights at the training
   precision, the LoRA weights with their gradients and AdamW states, the activations autograd
-  keeps (`activation_bytes`) and a workspace; GRPO adds the colocated engine's share (use_vllm) or
-  the KV cache of transformers' generation batch; transformers generation holds its weights + the
-  KV cache of `generation.max_batch_tokens`.
+  keeps (`activation_bytes`), the logits (SFT's in full; GRPO's one tile of TRL's fused LM head)
+  and a workspace; an engine splits into its weights, KV cache and reserve; GRPO adds the
+  colocated engine's share (use_vllm) or the KV cache of transformers' generation batch;
+  transformers generation holds its weights + the KV cache of `generation.max_batch_tokens`.
+  Each notebook's row lists these terms (`memory_terms`: phase, term, GiB, what); a phase's terms
+  are held at once and the peak is the largest phase's sum; the table prints them.
 - time: tokens over the throughputs of a Qwen3-4B-class model at gpu_check's shape (prompt
   1,500, completion 1,024 tokens), plus engine starts and GRPO's per-step weight sync. The
   throughput of other shapes, batch sizes and model sizes differs: the hours say which GPU class
