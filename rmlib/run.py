@@ -134,7 +134,9 @@ def _git_state() -> dict[str, Any]:
 def _hardware() -> dict[str, Any]:
     import torch
 
-    gpus = [torch.cuda.get_device_name(i) for i in range(torch.cuda.device_count())]
+    # the GPUs by nvidia-smi, not torch.cuda: the runner's process never touches CUDA (a context
+    # here would hold memory on the card for the whole run while the kernels train beside it)
+    gpus = _nvidia_smi("name")
     return {
         "platform": platform.platform(),
         "cpu_count": os.cpu_count(),
@@ -156,21 +158,26 @@ def cuda_driver() -> str | None:
         return version.decode() if isinstance(version, bytes) else str(version)
     except Exception:  # not installed, or no driver it can load: ask nvidia-smi
         pass
+    versions = _nvidia_smi("driver_version")
+    return versions[0] if versions else None
+
+
+def _nvidia_smi(field: str) -> list[str]:
+    """One `nvidia-smi --query-gpu` field, a line a GPU ([] without nvidia-smi or a driver)."""
     smi = shutil.which("nvidia-smi")
     if smi is None:
-        return None
+        return []
     try:
         out = subprocess.run(
-            [smi, "--query-gpu=driver_version", "--format=csv,noheader"],
+            [smi, f"--query-gpu={field}", "--format=csv,noheader"],
             capture_output=True,
             text=True,
             timeout=30,
             check=True,
         ).stdout
     except (OSError, subprocess.SubprocessError):
-        return None
-    lines = out.strip().splitlines()
-    return lines[0].strip() if lines else None
+        return []
+    return [line.strip() for line in out.strip().splitlines() if line.strip()]
 
 
 @dataclass

@@ -233,6 +233,29 @@ def test_the_manifest_records_vllm_and_the_cuda_driver(monkeypatch):
     assert runner.cuda_driver() is None
 
 
+def test_the_manifest_names_gpus_without_touching_cuda(monkeypatch):
+    """The runner's process holds no CUDA context for the run: the GPUs come from nvidia-smi."""
+    import torch
+
+    def no_cuda(*args, **kwargs):
+        raise AssertionError("the runner touched CUDA")
+
+    for name in ("get_device_name", "get_device_properties", "device_count", "init"):
+        monkeypatch.setattr(torch.cuda, name, no_cuda)
+    monkeypatch.setattr(runner.shutil, "which", lambda name: f"/usr/bin/{name}")
+    monkeypatch.setitem(sys.modules, "pynvml", None)
+    answers = {"name": "NVIDIA H200\nNVIDIA H200\n", "driver_version": "580.95.05\n"}
+
+    def smi(cmd, **kw):
+        field = cmd[1].removeprefix("--query-gpu=")
+        return subprocess.CompletedProcess(cmd, 0, stdout=answers[field])
+
+    monkeypatch.setattr(runner.subprocess, "run", smi)
+    hardware = runner._hardware()
+    assert hardware["gpus"] == ["NVIDIA H200", "NVIDIA H200"]
+    assert hardware["cuda_driver"] == "580.95.05"
+
+
 # Nonsense refused by `rmlib run --dry-run` before any work: (arguments after the params file,
 # the one line it must print). The dry run runs the same torch-free checks as `rmlib run`.
 DRY_RUN_REFUSALS = [
