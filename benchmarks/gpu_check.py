@@ -317,6 +317,20 @@ def engine_part(args: argparse.Namespace, ckpt: Path) -> dict[str, Any]:
     return {"engine_start_s": round(started, 1), "prompt_tokens": prompt_len, "batches": rows}
 
 
+# PyPI's torch 2.13.0 is built for CUDA 13, which needs an NVIDIA driver of the 580 series or newer
+DRIVER_FLOOR = 580
+
+
+def driver_check(on_cuda: bool, version: str | None = None) -> dict[str, Any]:
+    """The NVIDIA driver against the floor torch's CUDA 13 build needs (ok None: no GPU here)."""
+    from rmlib.run import cuda_driver
+
+    version = version if version is not None else (cuda_driver() if on_cuda else None)
+    major = int(version.split(".")[0]) if version and version.split(".")[0].isdigit() else None
+    ok = None if major is None else major >= DRIVER_FLOOR
+    return {"version": version, "floor": DRIVER_FLOOR, "ok": ok}
+
+
 def toolchain() -> dict[str, Any]:
     """What Triton needs to compile its kernels: a C compiler and the Python headers."""
     import shutil
@@ -363,6 +377,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         "model": "Qwen3 tiny shape" if args.tiny else "Qwen3-4B shape, random weights",
         **grpo,
         "fits_24gb": gib_24 if on_cuda else None,
+        "driver": driver_check(on_cuda),
         "toolchain": toolchain(),
         "versions": {
             "torch": torch.__version__,

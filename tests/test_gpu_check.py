@@ -34,6 +34,7 @@ def test_gpu_check_runs_tiny(tmp_path, capsys):
     printed = capsys.readouterr().out
     assert json.loads(printed[printed.rindex("\n{\n") + 1 :]) == result  # the JSON is printed last
     assert result["global_step"] == 1 and result["device"] == "cpu"
+    assert result["driver"] == {"version": None, "floor": 580, "ok": None}  # no GPU: unchecked
     settings = result["settings"]
     assert settings["group"] == 2 and settings["completion_tokens"] == 8
     assert 150 <= settings["prompt_tokens"] <= 260  # the padded judge prompt
@@ -66,3 +67,10 @@ def test_gpu_check_vllm_parts_run_tiny(tmp_path):
     batches = result["vllm"]["engine"]["batches"]
     assert set(batches) == {"1", "4"} and all(b["generated_tokens"] > 0 for b in batches.values())
     assert result["toolchain"]["python_h"] in (True, False) and result["versions"]["vllm"]
+
+
+def test_the_driver_floor_is_checked():
+    check = load_script().driver_check
+    assert check(True, "580.95.05")["ok"] is True
+    assert check(True, "575.57.08")["ok"] is False  # CUDA 12.9's driver: torch 2.13 cannot run
+    assert check(False)["ok"] is None
