@@ -76,7 +76,8 @@ def test_the_build_notice_is_ordinary_output_in_a_notebook(tmp_path, monkeypatch
     monkeypatch.setenv("RMLIB_CACHE", str(tmp_path))
     resolve_model(TINY_QWEN3)
     got = capsys.readouterr()
-    assert "building embedded:tiny-qwen3" in got.out and got.err == ""
+    # (transformers' own save bar may still go to stderr here; in a kernel it is a widget)
+    assert "building embedded:tiny-qwen3" in got.out and "building" not in got.err
 
 
 def test_tiny_config_sets_every_field_at_real_values():
