@@ -23,7 +23,9 @@ engine dies with it), in this order:
   accumulation would make the check minutes longer). Each reports `engine_started`, the build
   time (`build_s`: NF4 load + engine start), torch's peak (`peak_reserved_gib`,
   `torch.cuda.max_memory_reserved` over the whole process, the engine's weights and KV cache
-  included), the card's use (`device_used_gib`), tokens/s, and
+  included: on an H200 the engine's share is of 141 GB), the engine's budget (share x this
+  card) and the trainer's rest (`trainer_peak_reserved_gib_est`, an estimate), `fits_24gb` (that
+  rest beside the same share of a 22.5 GiB card), the card's use (`device_used_gib`), tokens/s;
 - `sync`: the engine's log-probs of a fixed text against the policy's
   (`rmlib.training.colocate.sync_report`). A HARD check: the script exits 1 when any part that
   ran did not sync (or failed), after printing the JSON;
@@ -319,6 +321,11 @@ def grpo_part(args: argparse.Namespace, ckpt: Path, use_vllm: bool, seed: int = 
         "peak_allocated_gib": round(peak[0] / gib, 3) if on_cuda else None,
         "peak_reserved_gib": round(peak[1] / gib, 3) if on_cuda else None,
         "device_used_gib": _device_used_gib(),
+        **(
+            memory_split(peak[1] / gib if on_cuda else None, settings.vllm_gpu_memory_utilization)
+            if use_vllm
+            else {}
+        ),
         "generated_tokens": timer.tokens,
         "generation_s": round(timer.seconds, 3),
         "generated_tokens_per_s": round(timer.tokens / max(timer.seconds, 1e-9), 2),
@@ -328,6 +335,28 @@ def grpo_part(args: argparse.Namespace, ckpt: Path, use_vllm: bool, seed: int = 
         "total_s": round(total, 3),
         "step_s": round(total / max(trainer.state.global_step, 1), 3),
         "global_step": trainer.state.global_step,
+    }
+
+
+# a 24 GB card's usable memory (rmlib.plan's 24gb class: L4 / A10 / RTX 4090)
+CARD_24GB_GIB = 22.5
+
+
+def memory_split(peak_reserved: float | None, share: float) -> dict[str, Any]:
+    """The process's peak split into the engine's budget (its share of THIS card: vLLM sizes
+    its weights + KV cache by it, in torch's allocator in colocate) and the trainer's rest, an
+    estimate; and whether the trainer's rest beside the same share of a 24 GB card fits one."""
+    if peak_reserved is None:
+        return {"engine_budget_gib": None, "trainer_peak_reserved_gib_est": None, "fits_24gb": None}
+    import torch
+
+    total = torch.cuda.mem_get_info()[1] / 1024**3
+    engine = share * total
+    trainer = max(peak_reserved - engine, 0.0)
+    return {
+        "engine_budget_gib": round(engine, 3),
+        "trainer_peak_reserved_gib_est": round(trainer, 3),
+        "fits_24gb": trainer + share * CARD_24GB_GIB <= CARD_24GB_GIB,
     }
 
 
@@ -450,11 +479,14 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         # model 1's NF4 trainer (beside its engine): what --gpu-constants reads at the top level
         "settings": first.get("settings"),
         "peak_allocated_gib": first.get("peak_allocated_gib"),
+        # the whole process's peak (the engine's share of this card included): --gpu-constants
+        # shows it as the NF4 trainer's; `trainer_peak_reserved_gib_est` is the trainer's rest
         "peak_reserved_gib": first.get("peak_reserved_gib"),
+        "trainer_peak_reserved_gib_est": first.get("trainer_peak_reserved_gib_est"),
         "train_tokens_per_s": first.get("train_tokens_per_s"),
         # transformers generation: only grpo_hf (--hf) measures it
         "generated_tokens_per_s": hf.get("generated_tokens_per_s"),
-        "fits_24gb": (first["peak_reserved_gib"] < 24) if ran and on_cuda else None,
+        "fits_24gb": first.get("fits_24gb") if ran and on_cuda else None,
         "vllm": {
             "grpo_colocate": first,
             "grpo_colocate_2": parts["grpo_model_2"],

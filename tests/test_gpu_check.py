@@ -53,7 +53,7 @@ def test_gpu_check_runs_tiny(tmp_path, capsys):
         assert 150 <= settings["prompt_tokens"] <= 260  # the padded judge prompt
         assert 0 < part["generated_tokens"] <= 4 * 8  # one round: 4 completions of at most 8
         assert part["train_tokens"] >= 4 * settings["prompt_tokens"]
-        assert part["peak_reserved_gib"] is None  # no GPU here
+        assert part["peak_reserved_gib"] is None and part["fits_24gb"] is None  # no GPU here
         sync = part["sync"]  # the engine followed the policy, which moved
         assert (
             sync["synced"]
@@ -107,6 +107,21 @@ def test_the_exit_code_fails_a_stale_sync_or_a_failed_part_only():
     assert script.exit_code(failed) == 1
     assert script.exit_code({"vllm": {"grpo_colocate": unrun}}) == 0  # nothing ran: nothing failed
     assert script.exit_code({"vllm": {}, "grpo_hf": {"status": "ran", "sync": None}}) == 0
+
+
+def test_the_peak_is_split_into_the_engine_budget_and_the_trainer(monkeypatch):
+    import torch
+
+    script = load_script()
+    assert script.memory_split(None, 0.5)["fits_24gb"] is None  # no GPU
+    monkeypatch.setattr(torch.cuda, "mem_get_info", lambda: (0, 140 * 1024**3))
+    split = script.memory_split(79.0, 0.5)  # an H200-like card: the engine's 70 GiB + 9
+    assert split == {
+        "engine_budget_gib": 70.0,
+        "trainer_peak_reserved_gib_est": 9.0,
+        "fits_24gb": True,  # 9 + 0.5 x 22.5 <= 22.5
+    }
+    assert script.memory_split(82.0, 0.5)["fits_24gb"] is False  # 12 + 11.25 > 22.5
 
 
 def test_the_quick_profile_sizes_are_read():
