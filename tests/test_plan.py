@@ -34,7 +34,7 @@ def _profile(name: str, **overrides) -> object:
     return load_config(ROOT / "params" / f"{name}.yaml", overrides or None)
 
 
-# A file shaped like `benchmarks/gpu_check.py --vllm --output FILE` (keys as that script writes
+# A file shaped like `benchmarks/gpu_check.py --output FILE` (keys as that script writes
 # them); the numbers are made up for the test, not a measurement.
 GPU_CHECK = {
     "check": "gpu_check --vllm",

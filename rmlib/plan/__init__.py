@@ -8,7 +8,7 @@ class from a small table of constants.
 
 **None of the speed constants has been measured by this project** (its machines have no GPU).
 Each one is labelled 'assumed (unmeasured)' with the one-line reasoning it comes from, until
-`benchmarks/gpu_check.py --vllm --output FILE` has run on a card and FILE is passed as
+`benchmarks/gpu_check.py --output FILE` has run on a card and FILE is passed as
 `gpu_constants` (`rmlib run PARAMS --dry-run --gpu-constants FILE`): the figures it measures then
 replace the assumed ones and say 'measured'. The card's memory, bandwidth and bf16 FLOPS are
 spec-sheet figures.

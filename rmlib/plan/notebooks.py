@@ -373,7 +373,7 @@ def _notes(cfg: RunConfig, est: Estimator, about: dict | None) -> list[str]:
     assumed = [k for k, v in est.constants.items() if v.source == ASSUMED]
     if assumed:
         notes.append(
-            f"{len(assumed)} constants are {ASSUMED}: run benchmarks/gpu_check.py --vllm --output "
+            f"{len(assumed)} constants are {ASSUMED}: run benchmarks/gpu_check.py --output "
             "FILE on the card and pass --gpu-constants FILE"
         )
     ref = model_facts(REFERENCE_MODEL)
