@@ -50,19 +50,28 @@ def mix(tmp_path_factory):
     return tiny_mix(tmp_path_factory.mktemp("mix"))
 
 
-def test_colocated_engine_follows_the_policy_after_optimizer_steps(mix, tmp_path):
+# 2 optimizer steps at a high learning rate: the policy moves far enough to tell a stale engine
+COLOCATED = {"max_steps": 2, "learning_rate": 5e-2, "use_vllm": True}
+
+
+def colocated_trainer(mix, tmp_path, precision: str):
+    """A GRPOTrainer on the tiny Qwen3 with its colocated engine, rewarding length (so that
+    random weights move), seed 7."""
     m, _ = mix
-    settings = tiny_settings(max_steps=2, learning_rate=5e-2, use_vllm=True)
-    trainer = build_trainer(
+    return build_trainer(
         m.dataset,
-        settings,
+        tiny_settings(**COLOCATED),
         tmp_path / "run",
         backbone=TINY_QWEN3,
-        precision="fp32",
+        precision=precision,
         seed=7,
         reward_funcs=[length_reward],
         verbose=False,
     )
+
+
+def test_colocated_engine_follows_the_policy_after_optimizer_steps(mix, tmp_path):
+    trainer = colocated_trainer(mix, tmp_path, "fp32")
     assert trainer.use_vllm and trainer.vllm_generation.mode == "colocate"
     # the engine runs in the trainer's precision (vLLM's own `auto` would pick bf16 on any x86
     # CPU, and the comparison below would measure two CPUs' bf16 kernels, not the sync)
@@ -85,18 +94,7 @@ def test_nf4_base_serves_the_policy_as_an_adapter_on_the_unquantized_base(mix, t
     while the NF4 policy differs from it by the quantization only."""
     import bitsandbytes as bnb
 
-    m, _ = mix
-    settings = tiny_settings(max_steps=2, learning_rate=5e-2, use_vllm=True)
-    trainer = build_trainer(
-        m.dataset,
-        settings,
-        tmp_path / "run",
-        backbone=TINY_QWEN3,
-        precision="nf4",
-        seed=7,
-        reward_funcs=[length_reward],
-        verbose=False,
-    )
+    trainer = colocated_trainer(mix, tmp_path, "nf4")
     generation = trainer.vllm_generation
     assert trainer.use_vllm and generation.mode == "colocate"
     assert any(isinstance(x, bnb.nn.Linear4bit) for x in trainer.model.modules())  # NF4 learner
@@ -104,7 +102,9 @@ def test_nf4_base_serves_the_policy_as_an_adapter_on_the_unquantized_base(mix, t
     # the unquantized checkpoint in the nf4 base's CPU compute dtype, LoRA on at a vLLM rank
     assert engine.model_config.quantization is None
     assert engine.model_config.dtype == torch.float32
-    assert engine.vllm_config.lora_config.max_lora_rank == vllm_lora_rank(settings.lora_r)
+    assert engine.vllm_config.lora_config.max_lora_rank == vllm_lora_rank(
+        tiny_settings(**COLOCATED).lora_r
+    )
     probe = colocate.probe_ids(load_tokenizer(TINY_QWEN3))
     before = colocate.policy_logprobs(trainer, probe)
     trainer.train()
