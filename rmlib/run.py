@@ -106,11 +106,15 @@ def _version(lib: str) -> str | None:
 def _precisions(cfg: RunConfig) -> dict[str, dict[str, str]]:
     """Which precision each of the profile's settings resolved to on this machine, and why."""
     from rmlib.models import resolve_precision
+    from rmlib.training.colocate import adapter_bases
 
-    out = {}
+    out: dict[str, Any] = {}
     for key in ("precision", "train_precision"):
         value, why = resolve_precision(getattr(cfg.model, key))
         out[key] = {"asked": getattr(cfg.model, key), "used": value, "why": why}
+    # the base the adapters are trained on and the one GRPO's groups are sampled from (QLoRA
+    # colocate: NF4 / the unquantized checkpoint); each adapter's model card says the same
+    out["adapters"] = adapter_bases(out["train_precision"]["used"], cfg.grpo.use_vllm)
     return out
 
 

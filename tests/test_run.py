@@ -233,6 +233,19 @@ def test_the_manifest_records_vllm_and_the_cuda_driver(monkeypatch):
     assert runner.cuda_driver() is None
 
 
+def test_the_manifest_says_which_base_adapters_are_trained_and_sampled_on():
+    over = {"model.train_precision": "nf4", "grpo.use_vllm": True}
+    bases = runner.manifest(load_config(ROOT / "params" / "smoke.yaml", over))["precision"]
+    assert bases["adapters"]["trained_on"] == "nf4"
+    assert "LoRARequest" in bases["adapters"]["sampled_by"]  # the unquantized base + adapter
+    plain = runner.manifest(load_config(ROOT / "params" / "smoke.yaml"))["precision"]
+    assert plain["adapters"] == {
+        "trained_on": "fp32",
+        "sampled_on": "fp32",
+        "sampled_by": "transformers",
+    }
+
+
 def test_the_manifest_names_gpus_without_touching_cuda(monkeypatch):
     """The runner's process holds no CUDA context for the run: the GPUs come from nvidia-smi."""
     import torch
