@@ -223,6 +223,7 @@ def _http_backend(cfg: RunConfig, ref: ModelRef):
         timeouts=HTTPTimeouts(
             connect=g.http_connect_timeout,
             read=g.http_read_timeout,
+            probe=g.http_probe_timeout,
             write=g.http_write_timeout,
             pool=g.http_pool_timeout,
             max_retries=g.http_max_retries,

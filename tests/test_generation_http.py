@@ -381,7 +381,8 @@ def test_a_dead_endpoint_fails_over_to_the_live_one(serve):
     client = _client([dead.url, live.url], max_retries=2)
     with pytest.warns(UserWarning, match=rf"^{dead.url}/v1/models .*Connection error.* other"):
         got = client.generate(PROMPTS, GREEDY)
-    assert all(g[0].n_tokens == 6 for g in got) and client.stats.retries >= 1
+    # named at the handshake, the dead endpoint is tried last: no request waits on it
+    assert all(g[0].n_tokens == 6 for g in got) and client.stats.retries == 0
     with pytest.raises(ServerUnreachableError, match=rf"^{dead.url}/v1/models .*; {dead.url}"):
         _client([dead.url, dead.url], max_retries=0).generate(PROMPTS, GREEDY)
 
@@ -673,6 +674,9 @@ def test_params_select_the_http_backend_for_a_run(tmp_path, hf, serve, monkeypat
     assert keyed.backend.timeouts == HTTPTimeouts(read=45.0, max_retries=2)
     assert keyed.generate(PROMPTS[:1], GREEDY)[0][0].token_ids == got[0][0].token_ids
     assert server.auth[-1] == "Bearer sk-test"
+    cfg.generation.http_probe_timeout = 7.0  # the handshake's timeout is the run's too
+    probed, _ = pipeline.backend(cfg, RunFolder(tmp_path / "run3"), ref)
+    assert probed.backend.timeouts.probe == 7.0
     assert pipeline.served_model(cfg, "unified") == "unified"  # its --lora-modules name
     assert pipeline.served_model(cfg, "base") == "tiny-qwen3"
     with pytest.raises(

@@ -341,11 +341,12 @@ class HTTPBackend:
         `context_tokens`, each max_model_len must hold them (or one line says what to set). A
         server without a model list (HTTP 404) gets a notice."""
         down = []
-        for endpoint in self.endpoints:
+        for i, endpoint in enumerate(self.endpoints):
             try:
                 cards = self._cards(endpoint, missing_ok=True)
             except ServerUnreachableError as e:
                 down.append(e)
+                self._down_until[i] = time.monotonic() + _DOWN_SECONDS  # tried last, as said
                 continue
             if cards is None:
                 warnings.warn(

@@ -77,8 +77,10 @@ class GenerationStore:
         try:
             yield
         except sqlite3.DatabaseError as e:
-            if isinstance(e, sqlite3.OperationalError) and "locked" in str(e):
-                raise  # another process's long write, not a damaged file
+            # only SQLITE_NOTADB / SQLITE_CORRUPT come as the base class itself; its subclasses
+            # (a lock, a full disk, an I/O error, a closed connection) are not a damaged file
+            if type(e) is not sqlite3.DatabaseError:
+                raise
             raise CorruptStore(
                 f"{self.path}: the generation store is unreadable ({e}); move it away, with its "
                 f"-wal and -shm files (mv {self.path} {self.path}.bad), and run again: the "
