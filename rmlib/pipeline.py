@@ -261,7 +261,7 @@ def train(cfg: RunConfig, run: RunFolder, model: str) -> dict[str, Any]:
     import shutil
 
     from rmlib.models import resolve_precision
-    from rmlib.training.launch import TrainJob, run_job
+    from rmlib.training.launch import SPEC_JSON, TrainJob, run_job
     from rmlib.training.mix import load_mix
 
     dest = run.adapter_dir(model)
@@ -296,7 +296,7 @@ def train(cfg: RunConfig, run: RunFolder, model: str) -> dict[str, Any]:
     shutil.rmtree(tmp, ignore_errors=True)
     tmp.mkdir(parents=True)
     for f in Path(out).iterdir():
-        if f.is_file():
+        if f.is_file() and f.name != SPEC_JSON:  # the launch job is the run's, not the adapter's
             shutil.copy2(f, tmp / f.name)
     shutil.rmtree(dest, ignore_errors=True)
     tmp.rename(dest)

@@ -57,18 +57,15 @@ def _on_cuda() -> bool:
     return torch.cuda.is_available()
 
 
-# The engine's dtype for each training precision. An nf4 base is served unquantized in its
-# compute dtype (rmlib.models: bf16 on CUDA, fp32 on CPU): `engine_dtype`.
-ENGINE_DTYPE = {"fp32": "float32", "bf16": "bfloat16", "nf4": "bfloat16"}
-
-
 def engine_dtype(precision: str, on_cuda: bool | None = None) -> str:
     """The colocated engine's dtype for a training precision: the trainer's for fp32 / bf16; for
     nf4, the 4-bit base's compute dtype (bf16 on CUDA, fp32 on CPU), so that the only gap
     between learner and sampler is the quantization itself."""
+    from rmlib.generation.vllm import vllm_dtype
+
     if precision == "nf4" and not (_on_cuda() if on_cuda is None else on_cuda):
         return "float32"
-    return ENGINE_DTYPE[precision]
+    return vllm_dtype(precision)[0]
 
 
 def adapter_bases(precision: str, use_vllm: bool, on_cuda: bool | None = None) -> dict[str, str]:

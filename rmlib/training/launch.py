@@ -14,6 +14,7 @@ under `accelerate launch` (one process per GPU, data parallel).
 
 from __future__ import annotations
 
+import codecs
 import json
 import os
 import subprocess
@@ -80,12 +81,15 @@ def run_job(job: TrainJob, processes: int = 1) -> int:
     if processes < 1:
         raise ValueError(f"processes must be >= 1, got {processes}")
     cmd = command(job.save(), processes)
-    child = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=os.environ)
+    # unbuffered: a pipe would otherwise hold the child's progress lines until ~8 KB piled up
+    env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+    child = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=env)
+    decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")  # chunks split characters
     tail = ""
     try:
         assert child.stdout is not None
         while chunk := os.read(child.stdout.fileno(), 65536):
-            text = chunk.decode(errors="replace")
+            text = decoder.decode(chunk)
             sys.stdout.write(text)
             sys.stdout.flush()
             tail = (tail + text)[-TAIL_CHARS:]
