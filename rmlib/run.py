@@ -78,7 +78,7 @@ def manifest(cfg: RunConfig) -> dict[str, Any]:
     """What a run needs to be reproduced: params, versions, commit, prompt version, hardware."""
     from rmlib.prompts import PROMPT_VERSION
 
-    versions = {lib: _version(lib) for lib in LIBRARIES}
+    versions = {lib: installed_version(lib) for lib in LIBRARIES}
     return {
         "params": cfg.to_dict(),
         "params_source": cfg.source,
@@ -93,7 +93,7 @@ def manifest(cfg: RunConfig) -> dict[str, Any]:
     }
 
 
-def _version(lib: str) -> str | None:
+def installed_version(lib: str) -> str | None:
     """The installed version of `lib` (under any of its distribution names), None if absent."""
     for dist in DISTRIBUTIONS.get(lib, (lib,)):
         try:

@@ -217,7 +217,9 @@ def test_the_manifest_records_vllm_and_the_cuda_driver(monkeypatch):
         return "0.32.0"
 
     monkeypatch.setattr(runner.metadata, "version", version)
-    assert runner._version("vllm") == "0.32.0" and runner._version("torch") is None
+    assert (
+        runner.installed_version("vllm") == "0.32.0" and runner.installed_version("torch") is None
+    )
     monkeypatch.setitem(sys.modules, "pynvml", None)  # not installed: nvidia-smi answers
     monkeypatch.setattr(runner.shutil, "which", lambda name: f"/usr/bin/{name}")
     asked = []
