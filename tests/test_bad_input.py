@@ -209,3 +209,14 @@ def test_corrupt_gzip_is_one_named_line(tmp_path, capsys, reader: str) -> None:
     assert main(_argv(reader, path)) == EXIT_ERROR
     err = capsys.readouterr().err
     assert err.startswith(f"rmlib: error: {path}: unreadable file") and "Traceback" not in err
+
+
+def test_a_bad_byte_in_json_lines_named_json_is_one_located_row(tmp_path):
+    """The hub names many JSON-lines files .json: a bad byte there is one bad row (skippable),
+    as in a .jsonl, not a lost file."""
+    from rmlib.data._io import read_file
+
+    path = tmp_path / "pairs.json"
+    path.write_bytes(b'{"pair_id": "a"}\n{"pair_id": "b\xe9"}\n')
+    rows = list(read_file(path))
+    assert rows[0].error is None and "line 2: not UTF-8 text" in str(rows[1].error)

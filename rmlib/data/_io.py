@@ -314,7 +314,14 @@ def _read_parquet(path: Path) -> list[Any]:
 
 def _read_json(path: Path) -> list[Any] | None:
     """A JSON array's records; None when the file is JSON lines after all."""
-    text = _decode(_read_bytes(path), str(path))
+    raw = _read_bytes(path)
+    lines = raw.removeprefix(b"\xef\xbb\xbf").lstrip().startswith(b"{")
+    try:
+        text = _decode(raw, str(path))
+    except DataError:
+        if lines:  # JSON lines with a bad byte: the line reader makes it one located bad row
+            return None
+        raise
     try:
         data = json.loads(text)
     except json.JSONDecodeError as e:
