@@ -144,6 +144,16 @@ class RunSection:
         ],
     )
     description: str = doc("One line saying what this profile is for.", "")
+    gpus: Count = doc(
+        "GPUs the run uses on one node: GRPO trains with one process per GPU (accelerate) and "
+        "evaluation spreads over one engine per GPU. 1 = a single GPU (or the CPU).",
+        1,
+    )
+    gpu_class: str | None = doc(
+        "The GPU class this profile is sized for (`rmlib run --dry-run --gpu` names them, e.g. "
+        "h100-80gb); the run checks it against the card at start. None: not checked.",
+        None,
+    )
 
 
 @dataclass
