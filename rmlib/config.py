@@ -31,6 +31,7 @@ import yaml
 from pydantic import AfterValidator, ConfigDict, Field, TypeAdapter, ValidationError
 
 if TYPE_CHECKING:
+    from rmlib.plan.settings import PlanSection
     from rmlib.reflect.settings import ReflectConfig
     from rmlib.training.grpo_config import GRPOSettings
     from rmlib.training.mix import TrainMixConfig
@@ -435,6 +436,7 @@ SECTIONS: dict[str, str] = {
     "grpo": "rmlib.training.grpo_config:GRPOSettings",
     "inference": "rmlib.reflect.settings:ReflectConfig",
     "eval": "rmlib.config:EvalSection",
+    "plan": "rmlib.plan.settings:PlanSection",
 }
 
 
@@ -506,6 +508,10 @@ class RunConfig:
     @property
     def eval(self) -> EvalSection:
         return self.sections["eval"]
+
+    @property
+    def plan(self) -> PlanSection:
+        return self.sections["plan"]
 
     def to_dict(self) -> dict[str, Any]:
         return {k: dataclasses.asdict(v) for k, v in self.sections.items()}

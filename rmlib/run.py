@@ -70,7 +70,9 @@ class Interrupted(KeyboardInterrupt):
 
 
 def params_hash(cfg: RunConfig) -> str:
-    blob = json.dumps(cfg.to_dict(), sort_keys=True, default=str)
+    # `plan:` holds the dry run's assumptions only: editing it must not re-run a notebook
+    params = {k: v for k, v in cfg.to_dict().items() if k != "plan"}
+    blob = json.dumps(params, sort_keys=True, default=str)
     return hashlib.sha256(blob.encode()).hexdigest()[:16]
 
 

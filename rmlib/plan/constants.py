@@ -49,13 +49,38 @@ REF_GENERATION_BATCH = 16  # its GRPO generation batch
 DECODE_BANDWIDTH_SHARE = 0.6  # of peak memory bandwidth a decode step achieves
 
 
+DECODE_MFU = 0.3  # of peak bf16 FLOPS a large-batch (compute-bound) decode step achieves
+
+
 PREFILL_MFU = 0.4
 
 
 TRAIN_MFU = 0.35
 
 
-TRAIN_FLOPS_PER_PARAM = 8  # reference + policy forward, checkpoint recompute, backward (LoRA)
+TRAIN_FLOPS_PER_PARAM = 10  # the paper profile's: train_flops_per_param says why
+
+
+def train_flops_per_param(g: Any) -> tuple[int, str]:
+    """FLOPs a token of GRPO's trainer costs, per base parameter, counting every forward TRL 1.16
+    runs (trl/trainer/grpo_trainer.py): 2 the policy forward; 2 its backward (LoRA: gradients
+    of the activations only, the frozen base gets no weight gradient); 2 the checkpointed
+    forward recomputed (gradient_checkpointing); 2 the old-log-prob forward, which
+    `_generate_and_score_completions` runs when use_vllm with vllm_importance_sampling_correction
+    (TRL's default True) or when gradient_accumulation_steps is not a multiple of
+    steps_per_generation; 2 the reference forward (adapter disabled) when beta > 0."""
+    parts = [("policy forward", 2), ("backward (LoRA)", 2)]
+    if g.gradient_checkpointing:
+        parts.append(("checkpoint recompute", 2))
+    completions = g.per_device_train_batch_size * g.gradient_accumulation_steps
+    per_generation = (g.generation_batch_size or completions) // g.per_device_train_batch_size
+    correction = g.trl.get("vllm_importance_sampling_correction", True)
+    if (g.use_vllm and correction) or g.gradient_accumulation_steps % max(per_generation, 1):
+        parts.append(("old-log-prob forward", 2))
+    if g.beta > 0:
+        parts.append(("reference forward", 2))
+    total = sum(n for _, n in parts)
+    return total, " + ".join(f"{n} {what}" for what, n in parts)
 
 
 HF_STEP_FLOOR_S = 0.040  # transformers' eager decode step: launches + NF4 dequantisation
@@ -70,9 +95,18 @@ VLLM_RESERVE_GIB = 1.5  # an engine's activations and CUDA graphs, outside weigh
 TRAINER_WORKSPACE_GIB = 1.0
 
 
+NOTEBOOK_OVERHEAD_S = 30.0
+
+
+def efficiency(gpu: GPUClass, share: float) -> float:
+    """`share` of a spec-sheet figure, or 1 when the card's figures are achieved ones."""
+    return 1.0 if gpu.achieved else share
+
+
 def _bandwidth_rate(gpu: GPUClass, weights: float, batch: int, kv_seq: float) -> float:
     """Decode tokens/s when each step reads the weights once and every sequence's KV cache."""
-    return DECODE_BANDWIDTH_SHARE * gpu.bandwidth_gb_s * 1e9 * batch / (weights + batch * kv_seq)
+    bandwidth = efficiency(gpu, DECODE_BANDWIDTH_SHARE) * gpu.bandwidth_gb_s * 1e9
+    return bandwidth * batch / (weights + batch * kv_seq)
 
 
 def assumed_constants(gpu: GPUClass) -> dict[str, Constant]:
@@ -90,8 +124,8 @@ def assumed_constants(gpu: GPUClass) -> dict[str, Constant]:
     hf_bound = REF_GENERATION_BATCH / _bandwidth_rate(gpu, w4, REF_GENERATION_BATCH, ctx * kv)
     hf_step = max(HF_STEP_FLOOR_S, hf_bound)
     flops = gpu.bf16_tflops * 1e12
-    prefill = PREFILL_MFU * flops / (2 * ref.params)
-    train = TRAIN_MFU * flops / (TRAIN_FLOPS_PER_PARAM * ref.params)
+    prefill = efficiency(gpu, PREFILL_MFU) * flops / (2 * ref.params)
+    train = efficiency(gpu, TRAIN_MFU) * flops / (TRAIN_FLOPS_PER_PARAM * ref.params)
     bw = f"{DECODE_BANDWIDTH_SHARE:.0%} of {gpu.bandwidth_gb_s:,.0f} GB/s"
     step = f"(bf16 weights {w16 / 1e9:.1f} GB + {{b}} x {ctx:,} tokens x {kv:,} B of KV) a step"
     return {
@@ -99,8 +133,10 @@ def assumed_constants(gpu: GPUClass) -> dict[str, Constant]:
             round(decode),
             "tok/s",
             ASSUMED,
-            f"bandwidth-bound decode at gpu_check's engine shape: {bw} x {batch} sequences "
-            f"(KV room of 0.85 of the card, at most {REF_ENGINE_BATCH}) / " + step.format(b=batch),
+            "the plan computes each notebook's rate from its engine's batch and context "
+            "(Estimator.decode_rate: bandwidth- or compute-bound); shown here at gpu_check's "
+            f"engine shape: {bw} x {batch} sequences (KV room of 0.85 of the card, at most "
+            f"{REF_ENGINE_BATCH}) / " + step.format(b=batch),
         ),
         "vllm_prefill_tokens_per_s": Constant(
             round(prefill),
@@ -120,8 +156,10 @@ def assumed_constants(gpu: GPUClass) -> dict[str, Constant]:
             round(colocate),
             "tok/s",
             ASSUMED,
-            f"the colocated engine at gpu_check's generation batch: {bw} x "
-            f"{REF_GENERATION_BATCH} sequences / " + step.format(b=REF_GENERATION_BATCH),
+            "the plan computes GRPO's rate from the colocated engine's share of the card, the "
+            "generation batch and the context (Estimator.decode_rate); shown here at "
+            f"gpu_check's generation batch: {bw} x {REF_GENERATION_BATCH} sequences / "
+            + step.format(b=REF_GENERATION_BATCH),
         ),
         "hf_generate_tokens_per_s": Constant(
             round(REF_GENERATION_BATCH / hf_step),
@@ -137,7 +175,8 @@ def assumed_constants(gpu: GPUClass) -> dict[str, Constant]:
             ASSUMED,
             f"GRPO trainer, bf16 base + LoRA: {TRAIN_MFU:.0%} of {gpu.bf16_tflops:g} TFLOPS / "
             f"({TRAIN_FLOPS_PER_PARAM} x {ref.params / 1e9:.2f}e9 FLOPs a prompt+completion "
-            "token: reference and policy forward, checkpoint recompute, backward)",
+            "token: policy forward, backward, checkpoint recompute, old-log-prob and reference "
+            "forwards; the plan counts each profile's own, train_flops_per_param)",
         ),
         "train_tokens_per_s_nf4": Constant(
             round(train * NF4_TRAIN_SLOWDOWN),
@@ -158,6 +197,12 @@ def assumed_constants(gpu: GPUClass) -> dict[str, Constant]:
             ASSUMED,
             "an engine's memory besides weights and KV cache (activations, CUDA graphs) when "
             "generation.kv_cache_gib sizes it",
+        ),
+        "notebook_overhead_s": Constant(
+            NOTEBOOK_OVERHEAD_S,
+            "s",
+            ASSUMED,
+            "a GPU notebook's time outside its model work: kernel start, imports, tables",
         ),
         "trainer_workspace_gib": Constant(
             TRAINER_WORKSPACE_GIB,
@@ -250,12 +295,57 @@ def measured_constants(path: str | Path) -> tuple[dict[str, Constant], dict[str,
     return out, about
 
 
+CPU_CLASS = "cpu"
+
+CPU_KIND = "rmlib-cpu-constants"  # the "kind" of a benchmarks/calibrate_cpu.py file
+
+
+def is_cpu_constants(path: str | Path | None) -> bool:
+    if path is None:
+        return False
+    try:
+        return json.loads(Path(path).read_text()).get("kind") == CPU_KIND
+    except (OSError, json.JSONDecodeError, AttributeError):
+        return False
+
+
+def cpu_card(path: str | Path) -> tuple[GPUClass, dict[str, Constant], dict[str, Any]]:
+    """The CPU a calibrate_cpu.py file measured, as a card whose bandwidth and FLOPS are the
+    achieved ones (`GPUClass.achieved`), and the constants it measured (engine start, notebook
+    overhead, train rate...)."""
+    path = Path(path)
+    data = json.loads(path.read_text())
+    need = ("bandwidth_gb_s", "tflops", "memory_gib", "device")
+    if data.get("kind") != CPU_KIND or any(k not in data for k in need):
+        raise ValueError(f"{path}: not a CPU constants file of benchmarks/calibrate_cpu.py")
+    where = f"calibrate_cpu on {data['device']} ({path.name})"
+    card = GPUClass(
+        CPU_CLASS,
+        str(data["device"]),
+        float(data["memory_gib"]),
+        float(data["bandwidth_gb_s"]),
+        float(data["tflops"]),
+        f"{MEASURED}: {where} (achieved, {data.get('precision', 'fp32')})",
+        achieved=True,
+    )
+    constants = {
+        name: Constant(float(value), "s" if name.endswith("_s") else "tok/s", MEASURED, where)
+        for name, value in (data.get("constants") or {}).items()
+        if isinstance(value, int | float) and value >= 0
+    }
+    about = {"file": str(path), "device": data["device"], "precision": data.get("precision")}
+    return card, constants, about
+
+
 def plan_constants(
     gpu: GPUClass, path: str | Path | None
 ) -> tuple[dict[str, Constant], dict | None]:
     constants = assumed_constants(gpu)
     about = None
-    if path is not None:
+    if gpu.name == CPU_CLASS and path is not None:
+        _, measured, about = cpu_card(path)
+        constants.update(measured)
+    elif path is not None:
         measured, about = measured_constants(path)
         constants.update(measured)
     spec = f"{SPEC}: {gpu.spec}"

@@ -7,6 +7,8 @@ paper's protocols.
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass, field
+from statistics import NormalDist
 from typing import Any
 
 from rmlib.config import DatasetSpec, RunConfig
@@ -15,6 +17,43 @@ from rmlib.paper import MIX_COUNTS
 from rmlib.run_models import MIX_VARIANT, stage1_model
 from rmlib.training.grpo_config import GRPOSettings
 from rmlib.training.mix import mix_counts
+
+INF = math.inf
+
+
+@dataclass(frozen=True)
+class Scenario:
+    """What a count assumes about lengths and pools. The upper bound: every prompt at its budget
+    (prompt lengths infinite before the budget), every generation at its cap, no easy pair. The
+    expected: measured or assumed mean prompts per source (`rmlib.plan.lengths`) and the plan
+    section's judgment / reflection lengths and easy share, each within its budget or cap."""
+
+    name: str  # "upper" or "expected"
+    prompts: dict[str, float] = field(default_factory=dict)  # source -> mean judgment prompt
+    judgment: float = INF
+    reflection: float = INF
+    easy_share: float = 0.0
+    gpus: int = 1
+
+    def prompt(self, cfg: RunConfig, source: str) -> float:
+        """A judgment prompt of `source` within prompts.max_prompt_tokens."""
+        return min(cfg.prompts.max_prompt_tokens, self.prompts.get(source, INF))
+
+    def judged(self, cap: int) -> float:
+        return min(cap, self.judgment)
+
+    def reflected(self, cap: int) -> float:
+        return min(cap, self.reflection)
+
+    def refl_prompt(self, cfg: RunConfig, source: str, critique_cap: int) -> float:
+        """A reflection prompt of `source`: the pair's prompt and two critiques, within
+        prompts.max_reflection_prompt_tokens."""
+        pair = self.prompts.get(source, INF)
+        return min(cfg.prompts.max_reflection_prompt_tokens, pair + 2 * self.judged(critique_cap))
+
+
+def upper_scenario(gpus: int = 1) -> Scenario:
+    return Scenario("upper", gpus=gpus)
 
 
 def set_pairs(spec: DatasetSpec) -> int:
@@ -29,19 +68,29 @@ def set_pairs(spec: DatasetSpec) -> int:
     return (known.published_pairs or 0) if known else 0
 
 
-def mix_items_upper_bound(cfg: RunConfig, model: str, n_train: int) -> dict[str, int]:
+def mix_items(cfg: RunConfig, model: str, n_train: int, sc: Scenario) -> dict[str, int]:
+    """`model`'s training mix with the scenario's easy share dropped from both pools
+    (`mix_items_upper_bound` at share 0)."""
+    pool = round(n_train * (1 - sc.easy_share))
+    return mix_items_upper_bound(cfg, model, n_train, pool)
+
+
+def mix_items_upper_bound(
+    cfg: RunConfig, model: str, n_train: int, pool: int | None = None
+) -> dict[str, int]:
     """The largest training mix `model` can get (rmlib.training.mix's rule, `mix_counts`, with
     every training pair non-easy and mixed): Pref. <= the pairs, Refl. = Pref. x r/p, both within
     max_pref / max_refl, or the caps themselves with mix.exact 'caps'; each model trains on its
     MIX_VARIANT of it (rft: the Pref. items; same_volume: Pref. items as many as the mix holds,
     within the pool of non-easy pairs, which max_pref does not cap, as in mix.select_items;
     refl_only: the Refl.)."""
-    pref, refl = mix_counts(cfg.mix, n_train, n_train)
+    pool = n_train if pool is None else pool
+    pref, refl = mix_counts(cfg.mix, pool, pool)
     variant = MIX_VARIANT.get(model)
     if variant == "pref_only":
         refl = 0
     elif variant == "pref_same_volume":
-        pref, refl = min(pref + refl, n_train), 0
+        pref, refl = min(pref + refl, pool), 0
     elif variant == "refl_only":
         pref = 0
     return {"pref": pref, "refl": refl, "total": pref + refl}
@@ -54,14 +103,25 @@ def paper_mix(model: str) -> dict[str, int | None]:
     return {"pref": published.get("pref"), "refl": published.get("refl")}
 
 
-def mix_prompt_tokens(cfg: RunConfig, mix: dict[str, int]) -> float:
-    """A mix's mean prompt, every item at its budget: Pref. items at prompts.max_prompt_tokens,
-    Refl. items at prompts.max_reflection_prompt_tokens."""
-    p = cfg.prompts
+def mix_prompt_tokens(cfg: RunConfig, mix: dict[str, int], sc: Scenario | None = None) -> float:
+    """A mix's mean prompt: Pref. items a training pair's judgment prompt, Refl. items its
+    reflection prompt (two rollout critiques); the upper bound has every item at its budget."""
+    sc = sc or upper_scenario()
+    source = cfg.data.train.source
+    pref = sc.prompt(cfg, source)
+    refl = sc.refl_prompt(cfg, source, cfg.rollouts.max_new_tokens)
     if not mix["total"]:
-        return float(p.max_prompt_tokens)
-    tokens = mix["pref"] * p.max_prompt_tokens + mix["refl"] * p.max_reflection_prompt_tokens
-    return tokens / mix["total"]
+        return float(pref)
+    return (mix["pref"] * pref + mix["refl"] * refl) / mix["total"]
+
+
+def mix_completion_tokens(cfg: RunConfig, mix: dict[str, int], sc: Scenario) -> float:
+    """A mix's mean GRPO completion: a judgment for a Pref. item, a reflection for a Refl. one,
+    each within grpo.max_completion_length."""
+    cap = cfg.grpo.max_completion_length
+    if not mix["total"]:
+        return float(sc.judged(cap))
+    return (mix["pref"] * sc.judged(cap) + mix["refl"] * sc.reflected(cap)) / mix["total"]
 
 
 def grpo_schedule(g: GRPOSettings, items: int) -> dict[str, Any]:
@@ -108,7 +168,9 @@ def warmup_steps(cfg: RunConfig) -> int:
     return math.ceil(w.epochs * per_epoch)
 
 
-def eval_calls(cfg: RunConfig, source: str, stage2_only: bool = False) -> dict[str, int]:
+def eval_calls(
+    cfg: RunConfig, source: str, stage2_only: bool = False, sc: Scenario | None = None
+) -> dict[str, int]:
     """Per pair and order of benchmark `source`, two-stage inference with its baselines:
     generations, generated tokens (upper bound) and prompt tokens prefilled (estimate). The
     random anchor's N-1 reflection calls count only on the benchmarks it runs on
@@ -121,27 +183,42 @@ def eval_calls(cfg: RunConfig, source: str, stage2_only: bool = False) -> dict[s
     reflection budget) and each other adds its two critiques (each at most
     inference.max_new_tokens), all within the reflection budget.
     """
+    sc = sc or upper_scenario()
     inf = cfg.inference
-    budget = cfg.prompts.max_prompt_tokens
-    refl_budget = cfg.prompts.max_reflection_prompt_tokens
+    refl_prompt = sc.refl_prompt(cfg, source, inf.max_new_tokens)
     greedy = 1 if inf.run_greedy and not stage2_only else 0
     samples = 0 if stage2_only else inf.n_samples
     reflections = (inf.n_samples - 1) * (2 if inf.random_anchor_on(source) else 1)
-    critiques = min(refl_budget, 2 * inf.max_new_tokens)
-    prefill = 0 if stage2_only else budget
-    prefill += refl_budget + (reflections - 1) * critiques if reflections else 0
+    critiques = min(refl_prompt, 2 * sc.judged(inf.max_new_tokens))
+    prefill = 0 if stage2_only else sc.prompt(cfg, source)
+    prefill += refl_prompt + (reflections - 1) * critiques if reflections else 0
     return {
         "generations": greedy + samples + reflections,
-        "tokens": (greedy + samples) * inf.max_new_tokens
-        + reflections * inf.reflection_max_new_tokens,
-        "prompt_tokens": prefill,
+        "tokens": round(
+            (greedy + samples) * sc.judged(inf.max_new_tokens)
+            + reflections * sc.reflected(inf.reflection_max_new_tokens)
+        ),
+        "prompt_tokens": round(prefill),
     }
 
 
-def models_eval_calls(cfg: RunConfig, source: str) -> dict[str, int]:
+def eval_context(cfg: RunConfig, source: str, sc: Scenario) -> float:
+    """The mean context (prompt + half the output) of `source`'s evaluation generations, by
+    generation: what the engine's KV holds per sequence on average."""
+    inf = cfg.inference
+    judged = sc.judged(inf.max_new_tokens)
+    stage1 = (1 if inf.run_greedy else 0) + inf.n_samples
+    reflections = (inf.n_samples - 1) * (2 if inf.random_anchor_on(source) else 1)
+    refl = sc.refl_prompt(cfg, source, inf.max_new_tokens)
+    ctx = stage1 * (sc.prompt(cfg, source) + judged / 2)
+    ctx += reflections * (refl + sc.reflected(inf.reflection_max_new_tokens) / 2)
+    return ctx / max(stage1 + reflections, 1)
+
+
+def models_eval_calls(cfg: RunConfig, source: str, sc: Scenario | None = None) -> dict[str, int]:
     """`eval_calls` on `source` summed over the evaluated models (a reflection-only judge: stage
     2 only)."""
-    per = [eval_calls(cfg, source, stage1_model(cfg, m) != m) for m in cfg.eval.models]
+    per = [eval_calls(cfg, source, stage1_model(cfg, m) != m, sc) for m in cfg.eval.models]
     return {k: sum(p[k] for p in per) for k in ("generations", "tokens", "prompt_tokens")}
 
 
@@ -175,3 +252,30 @@ def protocols(cfg: RunConfig, eval_sets: dict[str, int]) -> list[dict[str, Any]]
             }
         )
     return rows
+
+
+def detectable_difference(cfg: RunConfig, eval_sets: dict[str, int]) -> dict[str, Any]:
+    """The smallest paired accuracy difference between two models the evaluation can detect
+    (two-sided test at plan.alpha with plan.power): McNemar's normal approximation, where the
+    difference of two models judged on the same n pairs has variance about d / n (d: the
+    share of discordant pairs, plan.discordance, assumed). Per benchmark on its accuracy pairs
+    (Table 1's protocol); for the mean over benchmarks (the paper's 'average' column) the
+    variances add over K benchmarks and the mean divides by K. RM-Bench's nine pairs a prompt
+    are counted as independent pairs (they are not quite)."""
+    p = cfg.plan
+    z = NormalDist().inv_cdf(1 - p.alpha / 2) + NormalDist().inv_cdf(p.power)
+    rows = [
+        {"benchmark": b, "pairs": n, "points": round(100 * z * math.sqrt(p.discordance / n), 2)}
+        for b, n in eval_sets.items()
+        if n
+    ]
+    mean = None
+    if rows:
+        var = sum(p.discordance / r["pairs"] for r in rows) / len(rows) ** 2
+        mean = round(100 * z * math.sqrt(var), 2)
+    return {
+        "per_benchmark": rows,
+        "mean_over_benchmarks": mean,
+        "assumes": f"discordance {p.discordance:g} (plan.discordance), alpha {p.alpha:g}, "
+        f"power {p.power:g}",
+    }

@@ -7,8 +7,18 @@ from __future__ import annotations
 from typing import Any
 
 from rmlib.config import RunConfig
-from rmlib.plan.constants import Constant
-from rmlib.plan.facts import GiB, GPUClass, ModelFacts, model_facts
+from rmlib.plan.constants import (
+    DECODE_BANDWIDTH_SHARE,
+    DECODE_MFU,
+    MEASURED,
+    NF4_TRAIN_SLOWDOWN,
+    PREFILL_MFU,
+    TRAIN_FLOPS_PER_PARAM,
+    TRAIN_MFU,
+    Constant,
+    efficiency,
+)
+from rmlib.plan.facts import REFERENCE_MODEL, GiB, GPUClass, ModelFacts, model_facts
 
 
 def activation_bytes(facts: ModelFacts, tokens: int, checkpointing: bool) -> float:
@@ -35,19 +45,30 @@ def _term(term: str, gib: float | None, what: str) -> dict[str, Any]:
     return {"term": term, "gib": gib, "what": what}
 
 
-def plan_precision(asked: str) -> str:
-    return "bf16" if asked == "auto" else asked  # auto is bf16 on CUDA (models.resolve_precision)
+def plan_precision(asked: str, auto: str = "bf16") -> str:
+    return auto if asked == "auto" else asked  # auto is bf16 on CUDA (models.resolve_precision)
 
 
 class Estimator:
     """Memory and time of a run's parts on one GPU class, with the constants in use."""
 
-    def __init__(self, cfg: RunConfig, gpu: GPUClass, constants: dict[str, Constant]) -> None:
+    def __init__(
+        self,
+        cfg: RunConfig,
+        gpu: GPUClass,
+        constants: dict[str, Constant],
+        auto_precision: str = "bf16",
+    ) -> None:
         self.cfg = cfg
         self.gpu = gpu
         self.constants = constants
         self.c = {k: v.value for k, v in constants.items()}
         self.facts = model_facts(cfg.model.backbone)
+        # 'auto' precision: bf16 on CUDA; on a calibrated CPU what its file says it ran
+        self.auto_precision = auto_precision
+
+    def precision(self, asked: str) -> str:
+        return plan_precision(asked, self.auto_precision)
 
     # memory (GiB; None when the backbone is unknown)
 
@@ -149,18 +170,67 @@ class Estimator:
 
     # time (seconds)
 
-    def generation_s(self, prompt_tokens: int, tokens: int, engine: str) -> dict[str, float]:
-        """Prefill of `prompt_tokens` + decode of `tokens` on one of the engines."""
-        rate = {
-            "vllm": self.c["vllm_decode_tokens_per_s"],
-            "colocate": self.c["grpo_vllm_generate_tokens_per_s"],
-            "hf": self.c["hf_generate_tokens_per_s"],
-        }[engine]
-        return {
-            "prefill": prompt_tokens / self.c["vllm_prefill_tokens_per_s"],
-            "decode": tokens / rate,
-        }
+    def measured(self, key: str) -> bool:
+        return key in self.constants and self.constants[key].source == MEASURED
 
-    def train_rate(self, precision: str) -> float:
+    def decode_rate(self, engine_gib: float | None, precision: str, ctx: float, queued: float):
+        """Decode tokens/s of one vLLM engine of `engine_gib` serving `precision` weights, with
+        `queued` sequences waiting at a mean context of `ctx` tokens: its batch is what the KV
+        room holds (engine - weights - reserve), at most `queued` and generation.max_num_seqs;
+        a step reads the weights once and every sequence's KV (bandwidth-bound) or does 2 x
+        params FLOPs a sequence (compute-bound), whichever is slower. Returns (tok/s, batch,
+        which bound)."""
+        f = self.facts or model_facts(REFERENCE_MODEL)
+        assert f is not None
+        weights = f.weight_bytes(precision)
+        kv = f.kv_bytes_per_token(4 if precision == "fp32" else 2) * max(ctx, 1.0)
+        room = (engine_gib or 0.0) * GiB - weights - self.c["vllm_reserve_gib"] * GiB
+        fits = max(int(room // kv), 1)
+        batch = max(1, min(int(queued), self.cfg.generation.max_num_seqs, fits))
+        bandwidth = efficiency(self.gpu, DECODE_BANDWIDTH_SHARE) * self.gpu.bandwidth_gb_s * 1e9
+        t_bw = (weights + batch * kv) / bandwidth
+        flops = efficiency(self.gpu, DECODE_MFU) * self.gpu.bf16_tflops * 1e12
+        t_flops = 2 * f.params * batch / flops
+        bound = "bandwidth" if t_bw >= t_flops else "compute"
+        return batch / max(t_bw, t_flops), batch, bound
+
+    def prefill_rate(self) -> float:
+        if self.measured("vllm_prefill_tokens_per_s") or self.facts is None:
+            return self.c["vllm_prefill_tokens_per_s"]
+        flops = efficiency(self.gpu, PREFILL_MFU) * self.gpu.bf16_tflops * 1e12
+        return flops / (2 * self.facts.params)
+
+    def generation_s(
+        self,
+        prompt_tokens: float,
+        tokens: float,
+        engine: str,
+        *,
+        engine_gib: float | None = None,
+        precision: str = "bf16",
+        ctx: float | None = None,
+        queued: float = 1e9,
+    ) -> dict[str, float]:
+        """Prefill of `prompt_tokens` + decode of `tokens` on one engine: vLLM's rate from its
+        batch and context (`decode_rate`) unless a gpu_check file measured it; transformers'
+        eager loop at its constant."""
+        key = {
+            "vllm": "vllm_decode_tokens_per_s",
+            "colocate": "grpo_vllm_generate_tokens_per_s",
+            "hf": "hf_generate_tokens_per_s",
+        }[engine]
+        if engine == "hf" or self.measured(key) or engine_gib is None or ctx is None:
+            rate = self.c[key]
+        else:
+            rate = self.decode_rate(engine_gib, precision, ctx, queued)[0]
+        return {"prefill": prompt_tokens / self.prefill_rate(), "decode": tokens / rate}
+
+    def train_rate(self, precision: str, flops_per_param: float = TRAIN_FLOPS_PER_PARAM) -> float:
+        """Trainer tokens/s (prompt + completion tokens): measured, else TRAIN_MFU of the card's
+        FLOPS over `flops_per_param` x params FLOPs a token (NF4: x NF4_TRAIN_SLOWDOWN)."""
         key = "train_tokens_per_s_nf4" if precision == "nf4" else "train_tokens_per_s_bf16"
-        return self.c[key]
+        if self.measured(key) or self.facts is None:
+            return self.c[key]
+        flops = efficiency(self.gpu, TRAIN_MFU) * self.gpu.bf16_tflops * 1e12
+        rate = flops / (flops_per_param * self.facts.params)
+        return rate * (NF4_TRAIN_SLOWDOWN if precision == "nf4" else 1.0)

@@ -169,6 +169,9 @@ class GPUClass:
     bandwidth_gb_s: float
     bf16_tflops: float  # dense, no sparsity
     spec: str
+    # True when bandwidth and FLOPS are what this device achieved (a CPU constants file of
+    # benchmarks/calibrate_cpu.py), so the efficiencies of constants.py do not apply again
+    achieved: bool = False
 
 
 GPU_CLASSES: dict[str, GPUClass] = {

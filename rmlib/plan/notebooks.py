@@ -4,6 +4,7 @@ hours) and the notes that go with them.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from pathlib import Path
 from typing import Any
@@ -11,10 +12,22 @@ from typing import Any
 from rmlib.backends import context_tokens
 from rmlib.config import RunConfig, describe
 from rmlib.generation.vllm import vllm_dtype
-from rmlib.plan.constants import ASSUMED, plan_constants
+from rmlib.plan.constants import (
+    ASSUMED,
+    CPU_CLASS,
+    cpu_card,
+    is_cpu_constants,
+    plan_constants,
+    train_flops_per_param,
+)
 from rmlib.plan.counts import (
+    Scenario,
+    detectable_difference,
     eval_calls,
+    eval_context,
     grpo_schedule,
+    mix_completion_tokens,
+    mix_items,
     mix_items_upper_bound,
     mix_prompt_tokens,
     models_eval_calls,
@@ -22,9 +35,10 @@ from rmlib.plan.counts import (
     protocols,
     set_pairs,
     swapped_pairs,
+    upper_scenario,
     warmup_steps,
 )
-from rmlib.plan.estimate import Estimator, plan_precision
+from rmlib.plan.estimate import Estimator
 from rmlib.plan.facts import (
     DEFAULT_GPU,
     GPU_CLASSES,
@@ -34,6 +48,7 @@ from rmlib.plan.facts import (
     gpu_class,
     model_facts,
 )
+from rmlib.plan.lengths import read_lengths, source_length
 from rmlib.run_models import stage1_model, trained_models
 
 
@@ -98,12 +113,15 @@ def _finish(
     return row
 
 
-def _rollouts_row(cfg: RunConfig, est: Estimator, n_train: int) -> dict[str, Any]:
+def _rollouts_row(cfg: RunConfig, est: Estimator, n_train: int, sc: Scenario) -> dict[str, Any]:
     """02: the optional format warm-up (LoRA SFT), then N rollouts of every training pair; the
-    warm-up trainer and the engine hold the card in turn, so the peak is the larger."""
+    warm-up trainer and the engine hold the card in turn, so the peak is the larger. The
+    rollouts spread over the scenario's GPUs (one engine each); the warm-up runs on one."""
     ro, gen = cfg.rollouts, cfg.generation
-    tokens = n_train * ro.n_samples * ro.max_new_tokens
-    prompt_tokens = n_train * cfg.prompts.max_prompt_tokens  # a pair's samples share one prefill
+    prompt = sc.prompt(cfg, cfg.data.train.source)
+    each = sc.judged(ro.max_new_tokens)
+    tokens = round(n_train * ro.n_samples * each)
+    prompt_tokens = round(n_train * prompt)  # a pair's samples share one prefill
     row = empty_row(
         "02_rollouts",
         generations=n_train * ro.n_samples,
@@ -114,21 +132,41 @@ def _rollouts_row(cfg: RunConfig, est: Estimator, n_train: int) -> dict[str, Any
     phases: dict[str, list[dict[str, Any]] | None] = {}
     if cfg.warmup.enabled:
         w = cfg.warmup
-        precision = plan_precision(w.precision)
+        precision = est.precision(w.precision)
         row["optimizer_steps"] = warmup_steps(cfg)
         tokens_in = w.batch_size * w.max_length
         phases["warm-up trainer"] = est.trainer(
             precision, w.lora_r, "fp32", tokens_in, w.gradient_checkpointing, True, 0, "warmup_"
         )
         per_step = w.batch_size * w.gradient_accumulation_steps * w.max_length
-        seconds["warmup"] = row["optimizer_steps"] * per_step / est.train_rate(precision)
+        sft_flops = 6 if w.gradient_checkpointing else 4  # forward, backward (+ recompute)
+        seconds["warmup"] = row["optimizer_steps"] * per_step / est.train_rate(precision, sft_flops)
     phases["generation"], row["memory_how"], blocked = _generation_memory(cfg, est)
     _set_memory(row, phases)
     if gen.backend != "hf":
         seconds["engine_start"] = est.c["vllm_engine_start_s"]
-    engine = "hf" if gen.backend == "hf" else "vllm"
-    seconds.update(est.generation_s(prompt_tokens, tokens, engine))
+    engine_gib, served = _generation_engine(cfg, est)
+    # each GPU's engine generates its share of the pairs at once
+    seconds.update(
+        est.generation_s(
+            prompt_tokens / sc.gpus,
+            tokens / sc.gpus,
+            "hf" if gen.backend == "hf" else "vllm",
+            engine_gib=engine_gib,
+            precision=served,
+            ctx=prompt + each / 2,
+            queued=n_train * ro.n_samples / sc.gpus,
+        )
+    )
     return _finish(row, est, seconds, blocked)
+
+
+def _generation_engine(cfg: RunConfig, est: Estimator) -> tuple[float | None, str]:
+    """02/04's vLLM engine: its GiB and the precision it serves."""
+    precision = est.precision(cfg.model.precision)
+    served = "fp32" if vllm_dtype(precision)[0] == "float32" else "bf16"
+    gen = cfg.generation
+    return est.engine(gen.gpu_memory_utilization, gen.kv_cache_gib, served)["engine_gib"], served
 
 
 def _generation_memory(
@@ -137,7 +175,7 @@ def _generation_memory(
     """02/04's generation backend: (its memory terms, how it is counted, why its engine cannot
     start)."""
     gen = cfg.generation
-    precision = plan_precision(cfg.model.precision)
+    precision = est.precision(cfg.model.precision)
     if gen.backend == "http":
         return [], "generation on the servers at generation.endpoints", None
     if gen.backend == "hf":
@@ -161,11 +199,13 @@ def _generation_memory(
     return terms, f"vLLM engine: {engine['how']}", blocked
 
 
-def _training_row(cfg: RunConfig, est: Estimator, n_train: int) -> dict[str, Any]:
-    """03: GRPO for every trained model, one after the other (the peak is one model's)."""
+def _training_row(cfg: RunConfig, est: Estimator, n_train: int, sc: Scenario) -> dict[str, Any]:
+    """03: GRPO for every trained model, one after the other (the peak is one model's). On N GPUs
+    (data parallel at the same global batch): each rank generates and trains 1/N of a step on
+    its own colocated engine; steps and weight syncs stay as many."""
     g = cfg.grpo
-    precision = plan_precision(cfg.model.train_precision)
-    mixes = {m: mix_items_upper_bound(cfg, m, n_train) for m in trained_models(cfg)}
+    precision = est.precision(cfg.model.train_precision)
+    mixes = {m: mix_items(cfg, m, n_train, sc) for m in trained_models(cfg)}
     # memory at the longest prompt a micro-batch may hold: a Refl. item's, if any mix has one
     has_refl = any(mix["refl"] for mix in mixes.values())
     budget = cfg.prompts.longest_prompt_tokens() if has_refl else cfg.prompts.max_prompt_tokens
@@ -178,11 +218,11 @@ def _training_row(cfg: RunConfig, est: Estimator, n_train: int) -> dict[str, Any
     )
     held: list[dict[str, Any]] | None = None if trainer is None else list(trainer)
     blocked = None
+    # an nf4 (QLoRA) trainer's engine holds the checkpoint unquantized: bf16 weights on CUDA
+    served = "bf16" if precision == "nf4" else precision
+    engine_gib = _colocated_gib(cfg, est, served)
     if g.use_vllm:
-        engine_gib = g.vllm_gpu_memory_utilization * est.gpu.memory_gib
         max_len = g.vllm_max_model_length or budget + g.max_completion_length
-        # an nf4 (QLoRA) trainer's engine holds the checkpoint unquantized: bf16 weights on CUDA
-        served = "bf16" if precision == "nf4" else precision
         why = est.engine_too_small(engine_gib, served, max_len)
         blocked = f"colocated engine: {why}" if why else None
         if held is not None:
@@ -196,8 +236,14 @@ def _training_row(cfg: RunConfig, est: Estimator, n_train: int) -> dict[str, Any
             what = f"KV cache of the generation batch ({batch} sequences)"
             held.append({"term": "generation_kv_gib", "gib": kv, "what": what})
         row["memory_how"] = "trainer (micro-batch at the budget) + KV of the generation batch"
+    flops, flops_why = train_flops_per_param(g)
+    row["train_flops_per_param"] = {"value": flops, "why": flops_why}
+    row["notes"].append(
+        f"trainer FLOPs a token: {flops} x params ({flops_why}; TRL 1.16's GRPOTrainer)"
+    )
     for model, mix in mixes.items():
-        prompt = mix_prompt_tokens(cfg, mix)
+        prompt = mix_prompt_tokens(cfg, mix, sc)
+        completion = mix_completion_tokens(cfg, mix, sc)
         sched = grpo_schedule(g, mix["total"])
         steps = sched["steps"]
         if sched["items"] and not steps:
@@ -205,7 +251,7 @@ def _training_row(cfg: RunConfig, est: Estimator, n_train: int) -> dict[str, Any
                 f"{model}: {mix['total']} mix items cannot fill one generation batch of "
                 f"{sched['generation_batch'] // g.num_generations} prompts"
             )
-        gen_tokens = sched["generations"] * g.max_completion_length
+        gen_tokens = round(sched["generations"] * completion)
         # vLLM prefills a prompt once for its group; TRL's transformers path each copy
         prefills = steps * (
             sched["prompts_per_step"] if g.use_vllm else sched["completions_per_step"]
@@ -214,10 +260,17 @@ def _training_row(cfg: RunConfig, est: Estimator, n_train: int) -> dict[str, Any
         row["generated_tokens_upper_bound"] += gen_tokens
         row["prompt_tokens_upper_bound"] += round(prefills * prompt)
         row["optimizer_steps"] += steps
-        engine = "colocate" if g.use_vllm else "hf"
-        part = est.generation_s(round(prefills * prompt), gen_tokens, engine)
-        trained = steps * sched["completions_per_step"] * (prompt + g.max_completion_length)
-        part["train"] = trained / est.train_rate(precision)
+        part = est.generation_s(
+            prefills * prompt / sc.gpus,
+            gen_tokens / sc.gpus,
+            "colocate" if g.use_vllm else "hf",
+            engine_gib=engine_gib,
+            precision=served,
+            ctx=prompt + completion / 2,
+            queued=sched["generation_batch"] / sc.gpus,
+        )
+        trained = steps * sched["completions_per_step"] * (prompt + completion)
+        part["train"] = trained / sc.gpus / est.train_rate(precision, flops)
         part["sync"] = steps * est.c["grpo_sync_s"] if g.use_vllm else 0.0
         part["engine_start"] = est.c["vllm_engine_start_s"] if g.use_vllm else 0.0
         for key, value in part.items():
@@ -240,10 +293,24 @@ def _training_row(cfg: RunConfig, est: Estimator, n_train: int) -> dict[str, Any
     return _finish(row, est, seconds, blocked)
 
 
-def _inference_row(cfg: RunConfig, est: Estimator, eval_sets: dict[str, int]) -> dict[str, Any]:
-    """04: two-stage inference with its baselines, every model on every set."""
+def _colocated_gib(cfg: RunConfig, est: Estimator, served: str) -> float | None:
+    """GRPO's colocated engine: its share of the card, or on a CPU weights + its KV + reserve
+    (grpo.vllm_cpu_kv_cache_gib)."""
+    g = cfg.grpo
+    if est.gpu.name == CPU_CLASS:
+        weights = est.weights(served)
+        kv = g.vllm_cpu_kv_cache_gib
+        return None if weights is None else weights + kv + est.c["vllm_reserve_gib"]
+    return g.vllm_gpu_memory_utilization * est.gpu.memory_gib
+
+
+def _inference_row(
+    cfg: RunConfig, est: Estimator, eval_sets: dict[str, int], sc: Scenario
+) -> dict[str, Any]:
+    """04: two-stage inference with its baselines, every model on every set; the pairs spread
+    over the scenario's GPUs (one engine each)."""
     judged = {r["benchmark"]: r["judged_pair_orders"] for r in protocols(cfg, eval_sets)}
-    per = {source: models_eval_calls(cfg, source) for source in judged}
+    per = {source: models_eval_calls(cfg, source, sc) for source in judged}
     models = cfg.eval.models
     gens, tokens, prompt_tokens = (
         sum(n * per[source][k] for source, n in judged.items())
@@ -258,7 +325,19 @@ def _inference_row(cfg: RunConfig, est: Estimator, eval_sets: dict[str, int]) ->
     terms, row["memory_how"], blocked = _generation_memory(cfg, est)
     _set_memory(row, {"generation": terms})
     engine = "hf" if cfg.generation.backend == "hf" else "vllm"
-    seconds = est.generation_s(prompt_tokens, tokens, engine)
+    engine_gib, served = _generation_engine(cfg, est)
+    ctx = sum(
+        n * per[s]["generations"] * eval_context(cfg, s, sc) for s, n in judged.items()
+    ) / max(gens, 1)
+    seconds = est.generation_s(
+        prompt_tokens / sc.gpus,
+        tokens / sc.gpus,
+        engine,
+        engine_gib=engine_gib,
+        precision=served,
+        ctx=ctx,
+        queued=max(gens, 1) / sc.gpus,
+    )
     if cfg.generation.backend != "hf":
         # adapters by LoRARequest (CUDA's 'auto') share the base model's engine: one start
         engines = len(models) if cfg.generation.adapters == "merged" else 1
@@ -289,23 +368,53 @@ def _legacy_counts(cfg: RunConfig, n_train: int, eval_sets: dict[str, int]) -> d
     }
 
 
+GPU_COUNTS = (1, 2, 4, 8)  # the node sizes the dry run plans for (--gpu-count)
+
+
+def expected_scenario(cfg: RunConfig, measured: dict[str, Any], gpus: int) -> Scenario:
+    """The expected lengths: each source's mean judgment prompt (a lengths file's, else the
+    built-in figure), the plan section's judgment / reflection lengths and easy share."""
+    sources = [cfg.data.train.source, *(spec.source for spec in cfg.data.eval)]
+    return Scenario(
+        "expected",
+        prompts={s: source_length(s, measured).prompt_tokens for s in sources},
+        judgment=cfg.plan.judgment_tokens,
+        reflection=cfg.plan.reflection_tokens,
+        easy_share=cfg.plan.easy_share,
+        gpus=gpus,
+    )
+
+
 def plan(
-    cfg: RunConfig, gpu: str | None = None, gpu_constants: str | Path | None = None
+    cfg: RunConfig,
+    gpu: str | None = None,
+    gpu_constants: str | Path | None = None,
+    gpu_count: int | None = None,
+    lengths: str | Path | None = None,
 ) -> dict[str, Any]:
     """What a run will do, notebook by notebook, and its estimated cost on GPU class `gpu`
-    (default: the class of the gpu_constants file's device, else h100-80gb); computed without
-    loading a model or touching the network (module docstring: how)."""
-    card = _pick_gpu(gpu, gpu_constants)
+    (default: the class of the gpu_constants file's device, else h100-80gb; a CPU constants
+    file of benchmarks/calibrate_cpu.py plans for that CPU) with `gpu_count` GPUs (default
+    run.gpus): the upper bound and the expected figures (`lengths`: a lengths file, default
+    plan.lengths); computed without loading a model or touching the network (module
+    docstring: how)."""
+    card, auto = _pick_gpu(gpu, gpu_constants)
     constants, about = plan_constants(card, gpu_constants)
-    est = Estimator(cfg, card, constants)
+    est = Estimator(cfg, card, constants, auto)
+    gpus = gpu_count or cfg.run.gpus
+    measured = read_lengths(lengths or cfg.plan.lengths)
     n_train = set_pairs(cfg.data.train)
     eval_sets = {spec.source: set_pairs(spec) for spec in cfg.data.eval}
-    rows = [_notebook_row(nb, cfg, est, n_train, eval_sets) for nb in cfg.run.notebooks]
+    expected = expected_scenario(cfg, measured, gpus)
+    rows = _rows(cfg, est, n_train, eval_sets, upper_scenario(gpus))
+    for row, exp in zip(rows, _rows(cfg, est, n_train, eval_sets, expected), strict=True):
+        _merge_expected(row, exp)
     peaks = [r["peak_gpu_gib"] for r in rows if r["peak_gpu_gib"] is not None]
     return {
         "run": cfg.run.name,
         "notebooks": cfg.run.notebooks,
         "backbone": cfg.model.backbone,
+        "gpu_count": gpus,
         "train_pairs": {cfg.data.train.source: n_train},
         "eval_pairs": eval_sets,
         "protocols": protocols(cfg, eval_sets) if "04_inference" in cfg.run.notebooks else [],
@@ -317,6 +426,12 @@ def plan(
         "peak_gpu_gib": max(peaks) if peaks else None,
         "fits_gpu": all(r["fits"] is not False for r in rows) if peaks else None,
         "hours_estimate": round(sum(r["hours"] or 0 for r in rows), 3),
+        "hours_expected": round(sum(r["hours_expected"] or 0 for r in rows), 3),
+        "scaling": _scaling(cfg, est, n_train, eval_sets, expected),
+        "lengths": _lengths_used(cfg, expected, measured),
+        "detectable_difference": detectable_difference(cfg, eval_sets)
+        if "04_inference" in cfg.run.notebooks
+        else None,
         "model": est.facts.to_dict()
         if est.facts
         else {"backbone": cfg.model.backbone, "facts": "unknown"},
@@ -325,15 +440,75 @@ def plan(
             "cards": card.cards,
             "memory_gib": card.memory_gib,
             "constants": {k: v.to_dict() for k, v in constants.items()},
-            "measured": about,
+            "measured": about if card.name != CPU_CLASS else None,
         },
         "notes": _notes(cfg, est, about),
     }
 
 
-def _pick_gpu(gpu: str | None, gpu_constants: str | Path | None) -> GPUClass:
+def _rows(
+    cfg: RunConfig, est: Estimator, n_train: int, eval_sets: dict[str, int], sc: Scenario
+) -> list[dict[str, Any]]:
+    return [_notebook_row(nb, cfg, est, n_train, eval_sets, sc) for nb in cfg.run.notebooks]
+
+
+_EXPECTED_KEYS = {  # the expected row's key -> the upper-bound row's key it sits beside
+    "generations_expected": "generations",
+    "generated_tokens_expected": "generated_tokens_upper_bound",
+    "prompt_tokens_expected": "prompt_tokens_upper_bound",
+    "optimizer_steps_expected": "optimizer_steps",
+    "hours_expected": "hours",
+    "seconds_expected": "seconds",
+}
+
+
+def _merge_expected(row: dict[str, Any], exp: dict[str, Any]) -> None:
+    for key, source in _EXPECTED_KEYS.items():
+        row[key] = exp.get(source)
+    for part, part_exp in zip(row["parts"], exp["parts"], strict=True):
+        part["hours_expected"] = part_exp["hours"]
+        part["mix_items_expected"] = part_exp["mix_items_upper_bound"]
+
+
+def _scaling(
+    cfg: RunConfig, est: Estimator, n_train: int, eval_sets: dict[str, int], sc: Scenario
+) -> list[dict[str, Any]]:
+    """Total hours on 1, 2, 4 and 8 GPUs, expected and upper bound: the gain of a node."""
+    out = []
+    for n in GPU_COUNTS:
+        hours = {}
+        for scenario in (upper_scenario(n), dataclasses.replace(sc, gpus=n)):
+            rows = _rows(cfg, est, n_train, eval_sets, scenario)
+            hours[scenario.name] = round(sum(r["hours"] or 0 for r in rows), 2)
+        out.append({"gpus": n, "hours_expected": hours["expected"], "hours_upper": hours["upper"]})
+    return out
+
+
+def _lengths_used(cfg: RunConfig, sc: Scenario, measured: dict[str, Any]) -> list[dict[str, Any]]:
+    """The expected scenario's mean judgment prompt per source, and where each comes from."""
+    out = []
+    for source in sc.prompts:
+        length = source_length(source, measured)
+        out.append(
+            {
+                "source": source,
+                "prompt_tokens": length.prompt_tokens,
+                "within_budget": sc.prompt(cfg, source),
+                "from": length.source,
+                "basis": length.basis,
+            }
+        )
+    return out
+
+
+def _pick_gpu(gpu: str | None, gpu_constants: str | Path | None) -> tuple[GPUClass, str]:
+    """The card planned for and what 'auto' precision means on it."""
+    if is_cpu_constants(gpu_constants):
+        assert gpu_constants is not None
+        card, _, about = cpu_card(gpu_constants)
+        return card, about.get("precision") or "fp32"
     if gpu is not None:
-        return gpu_class(gpu)
+        return gpu_class(gpu), "bf16"
     if gpu_constants is not None:
         try:
             device = json.loads(Path(gpu_constants).read_text()).get("device", "")
@@ -341,34 +516,50 @@ def _pick_gpu(gpu: str | None, gpu_constants: str | Path | None) -> GPUClass:
             device = ""
         found = class_of_device(str(device))
         if found:
-            return GPU_CLASSES[found]
-    return GPU_CLASSES[DEFAULT_GPU]
+            return GPU_CLASSES[found], "bf16"
+    return GPU_CLASSES[DEFAULT_GPU], "bf16"
 
 
 def _notebook_row(
-    nb: str, cfg: RunConfig, est: Estimator, n_train: int, eval_sets: dict[str, int]
+    nb: str,
+    cfg: RunConfig,
+    est: Estimator,
+    n_train: int,
+    eval_sets: dict[str, int],
+    sc: Scenario,
 ) -> dict[str, Any]:
     if nb == "02_rollouts":
-        return _rollouts_row(cfg, est, n_train)
-    if nb == "03_training":
-        return _training_row(cfg, est, n_train)
-    if nb == "04_inference":
-        return _inference_row(cfg, est, eval_sets)
-    if nb in ("01_data", "05_results", "06_analysis_quality", "07_position_bias"):
+        row = _rollouts_row(cfg, est, n_train, sc)
+    elif nb == "03_training":
+        row = _training_row(cfg, est, n_train, sc)
+    elif nb == "04_inference":
+        row = _inference_row(cfg, est, eval_sets, sc)
+    elif nb in ("01_data", "05_results", "06_analysis_quality", "07_position_bias"):
         return empty_row(nb, notes=["no GPU work (data, tables, figures): not estimated"])
-    return empty_row(nb, notes=["not a workbook notebook rmlib knows: not estimated"])
+    else:
+        return empty_row(nb, notes=["not a workbook notebook rmlib knows: not estimated"])
+    # kernel start, imports, tables: outside the model work the rest counts
+    overhead = est.c["notebook_overhead_s"]
+    row["seconds"]["notebook"] = overhead
+    row["hours"] = round(row["hours"] + overhead / 3600, 3)
+    return row
 
 
 def _notes(cfg: RunConfig, est: Estimator, about: dict | None) -> list[str]:
     notes = [
-        "generated tokens are upper bounds (every generation at its cap, every training pair in "
-        "the mix, evaluation pairs from n or the published sizes); prompt tokens are prefills, "
-        f"every prompt at its budget (prompts.max_prompt_tokens {cfg.prompts.max_prompt_tokens:,}, "
-        "a reflection prompt prompts.max_reflection_prompt_tokens "
-        f"{cfg.prompts.max_reflection_prompt_tokens:,}) and prefilled once for its samples, a "
-        "pair's later reflection prompts adding their two critiques",
-        f"memory and hours are estimates for the {est.gpu.name} class ({est.gpu.cards}), "
-        "upper bounds at these lengths",
+        "upper bounds (≤): every generation at its cap, every training pair in the mix, every "
+        "prompt at its budget (prompts.max_prompt_tokens "
+        f"{cfg.prompts.max_prompt_tokens:,}, a reflection prompt "
+        f"prompts.max_reflection_prompt_tokens {cfg.prompts.max_reflection_prompt_tokens:,}); "
+        "prompt tokens are prefills, once for a prompt's samples, a pair's later reflection "
+        "prompts adding their two critiques; evaluation pairs from n or the published sizes",
+        "expected (exp.): each source's mean judgment prompt (the table above), judgments of "
+        f"plan.judgment_tokens {cfg.plan.judgment_tokens:,}, reflections of "
+        f"plan.reflection_tokens {cfg.plan.reflection_tokens:,} (each within its cap) and "
+        f"plan.easy_share {cfg.plan.easy_share:g} of the training pairs dropped as easy; "
+        "decode rates from each engine's batch and context (bandwidth- or compute-bound)",
+        f"memory and hours are estimates for the {est.gpu.name} class ({est.gpu.cards}); memory "
+        "at the budgets (the upper bound)",
     ]
     assumed = [k for k, v in est.constants.items() if v.source == ASSUMED]
     if assumed:

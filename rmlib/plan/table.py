@@ -6,16 +6,23 @@ from typing import Any
 
 from rmlib.plan.notebooks import empty_row
 
-COLUMNS = (
+COLUMNS = (  # (key, header, alignment); "≤": the upper bound, "exp.": the expected figure
     ("notebook", "notebook", "<"),
     ("generations", "generations", ">"),
+    ("generated_tokens_expected", "gen. tokens exp.", ">"),
     ("generated_tokens_upper_bound", "gen. tokens ≤", ">"),
+    ("prompt_tokens_expected", "prompt tokens exp.", ">"),
     ("prompt_tokens_upper_bound", "prompt tokens ≤", ">"),
     ("optimizer_steps", "opt. steps", ">"),
     ("peak_gpu_gib", "peak GPU GiB", ">"),
     ("fits", "fits", ">"),
-    ("hours", "est. hours", ">"),
+    ("hours_expected", "exp. hours", ">"),
+    ("hours", "hours ≤", ">"),
 )
+
+
+_SUMMED = ("generations", "generated_tokens_expected", "generated_tokens_upper_bound")
+_SUMMED += ("prompt_tokens_expected", "prompt_tokens_upper_bound", "optimizer_steps")
 
 
 def _cell(key: str, value: Any) -> str:
@@ -25,7 +32,7 @@ def _cell(key: str, value: Any) -> str:
         return "yes" if value else "NO"
     if key == "peak_gpu_gib":
         return f"{value:.1f}" if value >= 1 else f"{value:.2f}"
-    if key == "hours":
+    if key in ("hours", "hours_expected"):
         return f"{value:.2f}"
     return f"{value:,}" if isinstance(value, int) else str(value)
 
@@ -36,20 +43,23 @@ def format_plan(p: dict[str, Any]) -> str:
     gpu = p["gpu"]
     model = p["model"]
     size = f"{model['params'] / 1e9:.2f}e9 params" if "params" in model else "dimensions unknown"
+    count = p.get("gpu_count", 1)
     lines = [
         f"run {p['run']}: {p['backbone']} ({size}), {p['parameters']} parameters; "
-        f"estimates for GPU class {gpu['class']} ({gpu['cards']}, {gpu['memory_gib']:g} GiB)",
+        f"estimates for {count} x GPU class {gpu['class']} ({gpu['cards']}, "
+        f"{gpu['memory_gib']:g} GiB)",
         "",
     ]
     total = empty_row(
         "total",
-        **{k: sum(r[k] for r in p["per_notebook"]) for k, _, _ in COLUMNS[1:5]},
+        **{k: sum(r.get(k) or 0 for r in p["per_notebook"]) for k in _SUMMED},
         peak_gpu_gib=p["peak_gpu_gib"],
         fits=p["fits_gpu"],
         hours=p["hours_estimate"],
+        hours_expected=p.get("hours_expected"),
     )
     table = [[h for _, h, _ in COLUMNS]]
-    table += [[_cell(k, r[k]) for k, _, _ in COLUMNS] for r in [*p["per_notebook"], total]]
+    table += [[_cell(k, r.get(k)) for k, _, _ in COLUMNS] for r in [*p["per_notebook"], total]]
     widths = [max(len(row[i]) for row in table) for i in range(len(COLUMNS))]
     for i, row in enumerate(table):
         cells = [
@@ -59,8 +69,14 @@ def format_plan(p: dict[str, Any]) -> str:
         lines.append("  ".join(cells).rstrip())
         if i == 0 or i == len(table) - 2:
             lines.append("  ".join("-" * w for w in widths))
-    lines.append("(total peak: the largest notebook's; hours: the notebooks' sum)")
+    lines.append(
+        "(≤: upper bound, every prompt at its budget and every generation at its cap; exp.: "
+        "expected, at the lengths below; total peak: the largest notebook's; hours: the sum)"
+    )
+    lines += _scaling_lines(p.get("scaling") or [], count)
+    lines += _lengths_lines(p.get("lengths") or [])
     lines += _protocol_lines(p["protocols"])
+    lines += _detectable_lines(p.get("detectable_difference"))
     lines += _memory_lines(p["per_notebook"], gpu["memory_gib"])
     lines += ["", "notes:"]
     lines += [f"  - {n}" for n in p["notes"]]
@@ -152,5 +168,57 @@ def _part_line(part: dict[str, Any]) -> str:
         f"{part['part']}: mix ≤ {mix['pref']:,} Pref. + {mix['refl']:,} Refl.{published}; "
         f"{s['steps']:,} steps of {s['prompts_per_step']} prompts x "
         f"{s['completions_per_step'] // max(s['prompts_per_step'], 1)} completions "
-        f"({s['epochs']:g} epochs of {s['steps_per_epoch']:,} steps), {part['hours']:.2f} h"
+        f"({s['epochs']:g} epochs of {s['steps_per_epoch']:,} steps), "
+        f"{part.get('hours_expected', 0):.2f} h expected, ≤ {part['hours']:.2f} h"
     )
+
+
+def _scaling_lines(rows: list[dict[str, Any]], count: int) -> list[str]:
+    """Total hours on a node of 1-8 GPUs (GRPO data parallel at the same global batch, one
+    colocated engine a rank; rollouts and evaluation over one engine a GPU)."""
+    if not rows:
+        return []
+    one = rows[0]["hours_expected"] or 1.0
+    lines = ["", "GPUs  exp. hours  hours ≤  speed-up (exp.)"]
+    for r in rows:
+        mark = "  <- this plan" if r["gpus"] == count else ""
+        lines.append(
+            f"{r['gpus']:>4}  {r['hours_expected']:>10.2f}  {r['hours_upper']:>7.2f}  "
+            f"{one / max(r['hours_expected'], 1e-9):>14.2f}x{mark}"
+        )
+    return lines
+
+
+def _lengths_lines(rows: list[dict[str, Any]]) -> list[str]:
+    """Each source's expected judgment prompt, and where the figure comes from."""
+    if not rows:
+        return []
+    lines = ["", "expected judgment prompt per source (tokens; within prompts.max_prompt_tokens)"]
+    for r in rows:
+        lines.append(
+            f"  {r['source']:<12} {r['prompt_tokens']:>7,.0f} -> {r['within_budget']:>7,.0f}  "
+            f"{r['from']}: {r['basis']}"
+        )
+    return lines
+
+
+def _detectable_lines(d: dict[str, Any] | None) -> list[str]:
+    """The smallest paired accuracy difference the evaluation can detect, against the paper's
+    gains of 0.8-1.2 points."""
+    if not d or not d["per_benchmark"]:
+        return []
+    lines = ["", f"smallest detectable paired difference, accuracy points ({d['assumes']})"]
+    for r in d["per_benchmark"]:
+        lines.append(f"  {r['benchmark']:<12} {r['pairs']:>7,} pairs  {r['points']:>5.2f}")
+    mean = d["mean_over_benchmarks"]
+    if mean <= 0.8:
+        verdict = "can show them"
+    elif mean <= 1.2:
+        verdict = f"can show a gain of {mean:.2f} or more, not the smaller ones"
+    else:
+        verdict = "cannot show them"
+    lines.append(
+        f"  mean of benchmarks      {mean:>10.2f}  (the paper's gains are 0.8-1.2 points: this "
+        f"evaluation {verdict})"
+    )
+    return lines
