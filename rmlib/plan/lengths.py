@@ -46,22 +46,28 @@ _MEASURED_HERE = (
 
 
 # Mean rendered judgment prompts. Measured: the local copies (RM-Bench's lacks its 529 math
-# prompts: the figure is the other domains'). Assumed: a source not on this project's machines,
-# from its published descriptions; pass a lengths FILE measured on a real copy to replace it.
+# prompts: the figure is the other domains'); the prompt adds ~165 tokens of instructions and
+# chat template to the pair's text. Assumed: a source not on this project's machines, from its
+# published descriptions; pass a lengths FILE measured on a real copy to replace it.
 BUILT_IN: dict[str, SourceLength] = {
     "rewardbench": SourceLength(
-        571.0, MEASURED, _MEASURED_HERE.format(src="rewardbench", dir="rewardbench", opts="")
+        562.6,
+        MEASURED,
+        _MEASURED_HERE.format(src="rewardbench", dir="rewardbench", opts="")
+        + ": 2,985 pairs, pair text 398 (p90 784), prompt p90 949",
     ),
     "rm-bench": SourceLength(
-        862.0,
+        765.7,
         MEASURED,
         _MEASURED_HERE.format(src="rm-bench", dir="rm-bench", opts="")
-        + "; the local copy lacks the math domain",
+        + ": 7,182 pairs without the math domain (the local copy lacks it), pair text 601 "
+        "(p90 1,109), prompt p90 1,274",
     ),
     "judgebench": SourceLength(
-        1597.0,
+        1598.2,
         MEASURED,
-        _MEASURED_HERE.format(src="judgebench", dir="judgebench", opts="--split gpt "),
+        _MEASURED_HERE.format(src="judgebench", dir="judgebench", opts="--split gpt ")
+        + ": 350 pairs, pair text 1,433 (p90 2,127), prompt p90 2,292",
     ),
     "helpsteer3": SourceLength(
         1400.0,
