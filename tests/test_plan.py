@@ -442,3 +442,244 @@ def test_dry_run_imports_no_torch():
         [sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=300
     )
     assert out.returncode == 0, out.stderr
+
+
+# ---------------------------------------------------------------- issue #20: a plan to plan with
+
+
+def test_paper_plan_has_the_papers_volume_expected_below_upper_on_1_and_8_gpus():
+    cfg = _profile("qwen3-4b-paper")
+    one, eight = planner.plan(cfg), planner.plan(cfg, gpu_count=8)
+    for p in (one, eight):
+        parts = {part["part"]: part for part in _rows(p)["03_training"]["parts"]}
+        assert parts["GRPO unified"]["mix_items_upper_bound"]["total"] == 17_112
+        assert parts["GRPO rft"]["mix_items_upper_bound"]["total"] == 13_692
+        for row in p["per_notebook"]:
+            if row["hours"] is not None:
+                assert 0 < row["hours_expected"] < row["hours"], row["notebook"]
+                assert row["generated_tokens_expected"] < row["generated_tokens_upper_bound"]
+    assert one["gpu_count"] == 1 and eight["gpu_count"] == 8
+    # 8 ranks share every notebook's work; engine starts and weight syncs do not shrink
+    assert 6 < one["hours_expected"] / eight["hours_expected"] < 8
+    assert [s["gpus"] for s in one["scaling"]] == [1, 2, 4, 8]
+    assert one["scaling"][3]["hours_expected"] == pytest.approx(eight["hours_expected"], abs=0.01)
+    assert _rows(eight)["03_training"]["optimizer_steps"] == 1_440  # same global batch
+
+
+def test_night_profile_fits_a_night_on_one_h100():
+    cfg = _profile("qwen3-4b-night")
+    p = planner.plan(cfg, gpu="h100-80gb")
+    assert cfg.run.gpu_class == "h100-80gb" and p["fits_gpu"]
+    assert p["hours_expected"] <= 12 < p["hours_estimate"]
+    header = (ROOT / "params" / "qwen3-4b-night.yaml").read_text().split("\nrun:")[0]
+    assert f"{p['optimizer_steps']} optimizer steps" in header  # the header says what it runs
+
+
+def test_gpu_classes_are_set_on_the_gpu_profiles():
+    assert _profile("qwen3-4b-quick").run.gpu_class == "24gb"
+    assert _profile("qwen3-4b-paper").run.gpu_class == "h100-80gb"
+    assert _profile("demo").run.gpu_class is None  # CPU profiles: nothing to check
+
+
+def test_gpu_count_defaults_to_run_gpus_and_the_cli_takes_it():
+    cfg = _profile("qwen3-4b-quick", **{"run.gpus": 4})
+    assert planner.plan(cfg)["gpu_count"] == 4
+    out = _cli("run", "params/qwen3-4b-paper.yaml", "--dry-run", "--gpu-count", "8")
+    assert out.returncode == 0, out.stderr
+    assert "8 x GPU class h100-80gb" in out.stdout and "<- this plan" in out.stdout
+    bad = _cli("run", "params/smoke.yaml", "--dry-run", "--gpu-count", "3")
+    assert bad.returncode == 2
+    alone = _cli("run", "params/smoke.yaml", "--gpu-count", "2")
+    assert alone.returncode == 2 and "go with --dry-run" in alone.stderr
+
+
+def test_expected_lengths_follow_the_lengths_file(tmp_path):
+    cfg = _profile("qwen3-4b-paper")
+    base = planner.plan(cfg)
+    used = {r["source"]: r for r in base["lengths"]}
+    assert used["rewardbench"]["from"] == planner.MEASURED
+    assert used["helpsteer3"]["from"] == planner.ASSUMED  # hub-only here
+    path = tmp_path / "lengths.json"
+    entry = {"pairs": 10, "path": "x", "tokenizer": "qwen3", "prompt_tokens": {"mean": 3000.0}}
+    path.write_text(json.dumps({"helpsteer3": entry}))
+    longer = planner.plan(cfg, lengths=path)
+    used = {r["source"]: r for r in longer["lengths"]}
+    assert used["helpsteer3"]["prompt_tokens"] == 3000.0
+    assert used["helpsteer3"]["from"] == planner.MEASURED
+    rows, base_rows = _rows(longer), _rows(base)
+    # 02 prefills each training pair's judgment prompt once: 38,459 pairs at their mean
+    assert rows["02_rollouts"]["prompt_tokens_expected"] == 38_459 * 3000
+    assert base_rows["02_rollouts"]["prompt_tokens_expected"] == 38_459 * 1400  # built-in
+    assert (
+        rows["02_rollouts"]["prompt_tokens_upper_bound"]
+        == (base_rows["02_rollouts"]["prompt_tokens_upper_bound"])
+    )
+    # the same file through plan.lengths, and a bad file is one clear error
+    assert (
+        planner.plan(_profile("qwen3-4b-paper", **{"plan.lengths": str(path)}))["lengths"]
+        == (longer["lengths"])
+    )
+    path.write_text("[1, 2]")
+    with pytest.raises(ValueError, match="not a lengths file"):
+        planner.plan(cfg, lengths=path)
+
+
+def test_judgment_lengths_and_easy_share_are_parameters():
+    short = _profile("qwen3-4b-paper", **{"plan.judgment_tokens": 100})
+    long = _profile("qwen3-4b-paper", **{"plan.judgment_tokens": 5000})
+    rows_short, rows_long = _rows(planner.plan(short)), _rows(planner.plan(long))
+    # capped at max_new_tokens (1,024): the long one is the upper bound
+    assert (
+        rows_long["02_rollouts"]["generated_tokens_expected"]
+        == (rows_long["02_rollouts"]["generated_tokens_upper_bound"])
+    )
+    assert rows_short["02_rollouts"]["generated_tokens_expected"] == 38_459 * 8 * 100
+    # a pool too small for the caps: the mix shrinks, and with it GRPO's steps
+    quick = _profile("qwen3-4b-quick", **{"plan.easy_share": 0.5, "grpo.max_steps": -1})
+    part = _rows(planner.plan(quick))["03_training"]["parts"][0]
+    assert part["mix_items_expected"]["pref"] == 500 < part["mix_items_upper_bound"]["pref"]
+
+
+def test_training_flops_count_every_forward_trl_runs():
+    from rmlib.plan.constants import train_flops_per_param
+
+    paper = _profile("qwen3-4b-paper").grpo
+    assert train_flops_per_param(paper)[0] == 10
+    plain = _profile(
+        "qwen3-4b-paper",
+        **{"grpo.beta": 0.0, "grpo.use_vllm": False, "grpo.gradient_checkpointing": False},
+    ).grpo
+    assert train_flops_per_param(plain) == (4, "2 policy forward + 2 backward (LoRA)")
+    off = _profile(
+        "qwen3-4b-paper", **{"grpo.trl": {"vllm_importance_sampling_correction": False}}
+    ).grpo
+    assert "old-log-prob" not in train_flops_per_param(off)[1]  # steps aligned: no old forward
+    assert any(
+        "10 x params" in n
+        for n in _rows(planner.plan(_profile("qwen3-4b-paper")))["03_training"]["notes"]
+    )
+
+
+def test_decode_is_bandwidth_bound_at_small_batch_compute_bound_at_large():
+    cfg = _profile("qwen3-4b-paper")
+    est = planner.Estimator(
+        cfg,
+        planner.gpu_class("h100-80gb"),
+        planner.plan_constants(planner.gpu_class("h100-80gb"), None)[0],
+    )
+    rate1, batch1, bound1 = est.decode_rate(67.0, "bf16", 50, 1)
+    rate256, batch256, bound256 = est.decode_rate(67.0, "bf16", 50, 10_000)
+    assert (batch1, bound1) == (1, "bandwidth") and batch256 == 256 and bound256 == "compute"
+    assert rate1 < rate256
+    # at 500 tokens of context each, 256 sequences' KV outweighs the weights: bandwidth again
+    assert est.decode_rate(67.0, "bf16", 500, 10_000)[2] == "bandwidth"
+    # a longer context fills the KV room with fewer sequences: a smaller batch, a lower rate
+    rate_long, batch_long, _ = est.decode_rate(67.0, "bf16", 8000, 10_000)
+    assert batch_long < 256 and rate_long < est.decode_rate(67.0, "bf16", 500, 10_000)[0]
+    # the colocated engine's small share caps its batch
+    _, batch_small, _ = est.decode_rate(0.3 * 79.2, "bf16", 2000, 512)
+    assert batch_small < 512
+
+
+def test_smallest_detectable_difference_by_hand():
+    cfg = _profile("qwen3-4b-quick")
+    d = planner.plan(cfg)["detectable_difference"]
+    # (1.96 + 0.8416) * sqrt(0.15 / 300) = 6.26 points a benchmark; the mean of two: / sqrt(2)
+    assert [r["points"] for r in d["per_benchmark"]] == [6.26, 6.26]
+    assert d["mean_over_benchmarks"] == pytest.approx(6.26 / 2**0.5, abs=0.01)
+    paper = planner.plan(_profile("qwen3-4b-paper"))["detectable_difference"]
+    assert 1.2 < paper["mean_over_benchmarks"] < 1.4
+
+
+def test_plan_section_does_not_change_the_params_hash():
+    from rmlib.run import params_hash
+
+    a = _profile("smoke")
+    b = _profile("smoke", **{"plan.easy_share": 0.9})
+    c = _profile("smoke", **{"rollouts.n_samples": 3})
+    assert params_hash(a) == params_hash(b) != params_hash(c)
+
+
+def test_cpu_calibration_compares_predictions_with_a_runs_times(tmp_path):
+    from rmlib.plan.calibrate import (
+        compare,
+        format_comparison,
+        measured_seconds,
+        write_cpu_constants,
+    )
+
+    path = tmp_path / "cpu.json"
+    write_cpu_constants(
+        path,
+        device="cpu: test",
+        precision="fp32",
+        bandwidth_gb_s=5.0,
+        tflops=0.05,
+        memory_gib=24,
+        constants={"vllm_engine_start_s": 35.0, "notebook_overhead_s": 6.0},
+    )
+    cfg = _profile("demo")
+    p = planner.plan(cfg, gpu_constants=path)
+    assert p["gpu"]["class"] == "cpu"
+    c = p["gpu"]["constants"]
+    assert c["vllm_engine_start_s"]["source"] == planner.MEASURED
+    assert c["vllm_engine_start_s"]["value"] == 35.0
+    rows = _rows(p)
+    assert rows["02_rollouts"]["seconds_expected"]["engine_start"] == 35.0
+    # twice the bandwidth and FLOPS: every model-work part takes half as long
+    faster = tmp_path / "faster.json"
+    write_cpu_constants(
+        faster,
+        device="cpu: test",
+        precision="fp32",
+        bandwidth_gb_s=10.0,
+        tflops=0.1,
+        memory_gib=24,
+        constants={"vllm_engine_start_s": 35.0, "notebook_overhead_s": 6.0},
+    )
+    fast = _rows(planner.plan(cfg, gpu_constants=faster))
+    for part in ("warmup", "prefill", "decode"):
+        assert fast["02_rollouts"]["seconds_expected"][part] == pytest.approx(
+            rows["02_rollouts"]["seconds_expected"][part] / 2, rel=0.02
+        )
+    run = tmp_path / "run"
+    run.mkdir()
+    predicted = {nb: rows[nb]["hours_expected"] * 3600 for nb in ("02_rollouts", "03_training")}
+    state = {
+        "01_data": {"status": "completed", "seconds": 4.0},
+        "02_rollouts": {"status": "completed", "seconds": predicted["02_rollouts"] * 1.25},
+        "03_training": {"status": "completed", "seconds": predicted["03_training"] / 2},
+        "04_inference": {"status": "failed", "cell_index": 3},
+    }
+    (run / "state.json").write_text(json.dumps(state))
+    measured = measured_seconds(run)
+    assert set(measured) == {"01_data", "02_rollouts", "03_training"}  # the failed one is not
+    table = {r["notebook"]: r for r in compare(p, measured)}
+    assert set(table) == {"02_rollouts", "03_training"}  # 01 has no model work to predict
+    assert table["02_rollouts"]["within"] and table["02_rollouts"]["ratio"] == pytest.approx(0.8)
+    assert not table["03_training"]["within"] and table["03_training"]["ratio"] == pytest.approx(2)
+    text = format_comparison(list(table.values()))
+    assert "OUTSIDE +-30%" in text and "NOT all of 2 notebooks" in text
+    with pytest.raises(ValueError, match="no state.json"):
+        measured_seconds(tmp_path)
+
+
+def test_data_stats_writes_length_statistics(tmp_path):
+    out = tmp_path / "lengths.json"
+    for split in ("train", "eval"):
+        run = _cli("data", "stats", "demo", "--split", split, "--lengths", str(out))
+        assert run.returncode == 0, run.stderr
+    data = json.loads(out.read_text())
+    assert list(data) == ["demo"]  # one entry a source: the later call replaced it
+    entry = data["demo"]
+    assert entry["tokenizer"] == "qwen3" and entry["pairs"] > 0
+    assert entry["pair_tokens"]["mean"] > 0
+    # the rendered prompt adds instructions and the chat template to the pair's text
+    assert entry["prompt_tokens"]["mean"] > entry["pair_tokens"]["mean"]
+    assert (
+        entry["prompt_tokens"]["p50"]
+        <= entry["prompt_tokens"]["p90"]
+        <= entry["prompt_tokens"]["max"]
+    )
+    plan = planner.plan(_profile("demo"), lengths=out)
+    assert {r["source"]: r["from"] for r in plan["lengths"]}["demo"] == planner.MEASURED
