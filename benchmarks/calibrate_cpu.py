@@ -157,12 +157,16 @@ def _lengths_file(cfg: Any, run: str | None, out: Path) -> Path | None:
 
     folder = RunFolder(run)
     tokenizer = load_tokenizer(cfg.model.backbone)
-    for table, spec in (("pairs_train", cfg.data.train), ("pairs_eval", cfg.data.eval[0])):
+    by_source: dict[str, list[Any]] = {}
+    for table in ("pairs_train", "pairs_eval"):
         try:
             pairs = folder.pairs(table)
         except (OSError, KeyError, ValueError):
             continue
-        write_lengths(out, spec.source, measure(pairs, tokenizer, cfg.model.backbone))
+        for pair in pairs:
+            by_source.setdefault(pair.source, []).append(pair)
+    for source, pairs in by_source.items():
+        write_lengths(out, source, measure(pairs, tokenizer, cfg.model.backbone))
     return out if out.exists() else None
 
 

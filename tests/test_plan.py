@@ -683,3 +683,31 @@ def test_data_stats_writes_length_statistics(tmp_path):
     )
     plan = planner.plan(_profile("demo"), lengths=out)
     assert {r["source"]: r["from"] for r in plan["lengths"]}["demo"] == planner.MEASURED
+
+
+def test_calibrate_cpu_is_one_command(tmp_path):
+    """benchmarks/calibrate_cpu.py with a constants file given (no measuring): predicts the demo
+    and prints the comparison; its exit status says whether every notebook is within."""
+    from rmlib.plan.calibrate import write_cpu_constants
+
+    path = tmp_path / "cpu.json"
+    write_cpu_constants(
+        path,
+        device="cpu: test",
+        precision="fp32",
+        bandwidth_gb_s=5.0,
+        tflops=0.05,
+        memory_gib=24,
+        constants={"vllm_engine_start_s": 35.0},
+    )
+    predicted = _rows(planner.plan(_profile("demo"), gpu_constants=path))
+    seconds = {nb: predicted[nb]["hours_expected"] * 3600 for nb in ("02_rollouts", "04_inference")}
+    script = ROOT / "benchmarks" / "calibrate_cpu.py"
+    args = [sys.executable, str(script), "--constants", str(path), "--no-measure-lengths"]
+    near = [f"--measured={nb}={s * 1.1}" for nb, s in seconds.items()]
+    out = subprocess.run([*args, *near], cwd=ROOT, capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stderr
+    assert "all of 2 notebooks within +-30%" in out.stdout
+    far = [f"--measured={nb}={s * 3}" for nb, s in seconds.items()]
+    out = subprocess.run([*args, *far], cwd=ROOT, capture_output=True, text=True, timeout=300)
+    assert out.returncode == 1 and "OUTSIDE" in out.stdout
