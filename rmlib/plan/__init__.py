@@ -13,19 +13,22 @@ Each one is labelled 'assumed (unmeasured)' with the one-line reasoning it comes
 replace the assumed ones and say 'measured'. The card's memory, bandwidth and bf16 FLOPS are
 spec-sheet figures.
 
-How the estimates are made:
+How the estimates are made, each twice (`counts.Scenario`): the UPPER BOUND (every prompt at its
+budget, every generation at its cap, no training pair easy) and the EXPECTED figure (each
+source's mean judgment prompt, `lengths`: measured with the real Qwen3 tokenizer on the local
+sets or by `rmlib data stats --lengths FILE`, assumed where the set is hub-only; judgment and
+reflection lengths and the easy share from the params' `plan:` section, `settings`):
 
-- generated tokens (an upper bound): every generation runs to its cap.
-- prompt tokens (an estimate of the tokens prefilled): every prompt fills its budget
-  (`prompts.max_prompt_tokens`; a reflection prompt or a Refl. training item
-  `prompts.max_reflection_prompt_tokens`) and is prefilled once for all its samples (vLLM's
-  prefix caching, our transformers loop's prefill-once); a pair's reflection prompts after the
-  first add only their two critiques (`eval_calls`; the random anchor's calls only on the
-  benchmarks of `inference.random_anchor_sources`); TRL's transformers generation
-  (`grpo.use_vllm` off) prefills each of a group's copies.
-- GRPO steps: from the upper bound of the training mix (`mix_items_upper_bound`: every training
-  pair non-easy and mixed) and TRL's batching (`grpo_schedule`); `grpo.max_steps` > 0 sets the
-  count outright, as in transformers' Trainer.
+- generated tokens: every generation at its cap, or at the expected length within its cap.
+- prompt tokens (the tokens prefilled): every prompt at its budget, or its source's mean
+  judgment prompt within it (a reflection prompt: that plus two critiques), prefilled once for
+  all its samples (vLLM's prefix caching, our transformers loop's prefill-once); a pair's
+  reflection prompts after the first add only their two critiques (`eval_calls`; the random
+  anchor's calls only on the benchmarks of `inference.random_anchor_sources`); TRL's
+  transformers generation (`grpo.use_vllm` off) prefills each of a group's copies.
+- GRPO steps: from the training mix (`mix_items`: the non-easy pairs as both pools, within the
+  caps) and TRL's batching (`grpo_schedule`); `grpo.max_steps` > 0 sets the count outright, as
+  in transformers' Trainer.
 - memory: a vLLM engine takes its share of the card (`gpu_memory_utilization`), or its weights +
   `kv_cache_gib` + a fixed reserve when that is set; a trainer holds its weights at the training
   precision, the LoRA weights with their gradients and AdamW states, the activations autograd
@@ -35,14 +38,26 @@ How the estimates are made:
   transformers generation holds its weights + the KV cache of `generation.max_batch_tokens`.
   Each notebook's row lists these terms (`memory_terms`: phase, term, GiB, what); a phase's terms
   are held at once and the peak is the largest phase's sum; the table prints them.
-- time: tokens over the throughputs of a Qwen3-4B-class model at gpu_check's shape (prompt
-  1,500, completion 1,024 tokens), plus engine starts and GRPO's per-step weight sync. The
-  throughput of other shapes, batch sizes and model sizes differs: the hours say which GPU class
-  they are for, and a note says when the backbone is not Qwen3-4B-sized.
+- time: prefill FLOPS-bound (2 x params a token); decode at the rate an engine's batch and mean
+  context allow (`Estimator.decode_rate`: a step reads the weights and every sequence's KV,
+  bandwidth-bound, or costs 2 x params FLOPs a sequence, compute-bound; the batch is what the
+  engine's KV room holds, at most the queued sequences and generation.max_num_seqs; GRPO's
+  colocated engine has its share of the card); training at `train_flops_per_param` x params a
+  token (every forward TRL runs); plus engine starts, GRPO's per-step weight sync and each
+  notebook's overhead. A gpu_check file's measured rates replace the modelled ones.
+- GPUs (`gpu_count`, default run.gpus): GRPO data parallel at the same global batch (each rank
+  generates and trains its share of a step on its own colocated engine; steps and syncs stay),
+  rollouts and evaluation spread over one engine a GPU; `scaling` lists 1, 2, 4 and 8 GPUs.
+- the smallest paired difference each benchmark (and their mean) can detect
+  (`detectable_difference`: McNemar's normal approximation at an assumed discordance).
+- a CPU constants file of benchmarks/calibrate_cpu.py plans for that CPU with the same model
+  (its bandwidth and FLOPS are achieved figures); `calibrate.compare` sets the predictions
+  beside a finished run's notebook times.
 
 Modules: `facts` (model dimensions, GPU classes), `constants` (assumed / measured / spec-sheet
-figures), `counts` (what the params ask for), `estimate` (memory and time), `notebooks` (`plan`:
-the rows), `table` (`format_plan`).
+figures), `settings` (the `plan:` section), `lengths` (prompt lengths per source), `counts`
+(what the params ask for), `estimate` (memory and time), `notebooks` (`plan`: the rows), `table`
+(`format_plan`), `calibrate` (the CPU check).
 """
 
 from rmlib.plan.constants import (

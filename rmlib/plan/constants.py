@@ -134,7 +134,8 @@ def assumed_constants(gpu: GPUClass) -> dict[str, Constant]:
             "tok/s",
             ASSUMED,
             "the plan computes each notebook's rate from its engine's batch and context "
-            "(Estimator.decode_rate: bandwidth- or compute-bound); shown here at gpu_check's "
+            f"(Estimator.decode_rate: bandwidth-bound, or compute-bound at {DECODE_MFU:.0%} of "
+            "the bf16 FLOPS); shown here at gpu_check's "
             f"engine shape: {bw} x {batch} sequences (KV room of 0.85 of the card, at most "
             f"{REF_ENGINE_BATCH}) / " + step.format(b=batch),
         ),

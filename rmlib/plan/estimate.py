@@ -173,7 +173,9 @@ class Estimator:
     def measured(self, key: str) -> bool:
         return key in self.constants and self.constants[key].source == MEASURED
 
-    def decode_rate(self, engine_gib: float | None, precision: str, ctx: float, queued: float):
+    def decode_rate(
+        self, engine_gib: float | None, precision: str, ctx: float, queued: float
+    ) -> tuple[float, int, str]:
         """Decode tokens/s of one vLLM engine of `engine_gib` serving `precision` weights, with
         `queued` sequences waiting at a mean context of `ctx` tokens: its batch is what the KV
         room holds (engine - weights - reserve), at most `queued` and generation.max_num_seqs;
