@@ -165,7 +165,8 @@ def _part_line(part: dict[str, Any]) -> str:
         else ""
     )
     return (
-        f"{part['part']}: mix ≤ {mix['pref']:,} Pref. + {mix['refl']:,} Refl.{published}; "
+        f"{part['part']}: mix ≤ {mix['pref']:,} Pref. + {mix['refl']:,} Refl. = "
+        f"{mix['total']:,} items{published}{_expected_mix(part)}; "
         f"{s['steps']:,} steps of {s['prompts_per_step']} prompts x "
         f"{s['completions_per_step'] // max(s['prompts_per_step'], 1)} completions "
         f"({s['epochs']:g} epochs of {s['steps_per_epoch']:,} steps), "
@@ -222,3 +223,10 @@ def _detectable_lines(d: dict[str, Any] | None) -> list[str]:
         f"evaluation {verdict})"
     )
     return lines
+
+
+def _expected_mix(part: dict[str, Any]) -> str:
+    exp, mix = part.get("mix_items_expected"), part["mix_items_upper_bound"]
+    if not exp or exp == mix:
+        return ""
+    return f" (expected {exp['total']:,}: {exp['pref']:,} + {exp['refl']:,})"
