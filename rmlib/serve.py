@@ -75,6 +75,43 @@ class ServeSpec:
         return [self.served_name, *(name for name, _ in self.adapters)]
 
 
+def checkpoint_spec(
+    model: str,
+    *,
+    served_name: str | None = None,
+    adapters: Mapping[str, str] | None = None,
+    precision: str = "bf16",
+    max_model_len: int = 9216,
+    api_key: str | None = None,
+    **engine: Any,
+) -> ServeSpec:
+    """Servers for any checkpoint (a hub id, a local folder, an embedded model) without a run
+    folder: `model` under `served_name` (default: `model`), `adapters` (served name -> folder)
+    by LoRA. precision: fp32, bf16 or nf4 (served in bf16: rmlib.generation.vllm.vllm_dtype).
+    max_model_len: longest prompt + completion (default: the paper profile's reflection prompt,
+    8,192, + 1,024). engine: any other EngineSettings field (kv_cache_gib, max_num_seqs, ...)."""
+    import torch
+
+    from rmlib.generation.vllm import vllm_dtype
+    from rmlib.models import resolve_model
+
+    dtype, quantization = vllm_dtype(precision)
+    # as a run's engine: eager on CPU (starts in tens of seconds), compiled on CUDA
+    engine.setdefault("enforce_eager", not torch.cuda.is_available())
+    lora = dict(adapters or {})
+    if lora:
+        rank = max(_lora_rank(path, 16) for path in lora.values())
+        engine = {"enable_lora": True, "max_lora_rank": rank, "max_loras": len(lora), **engine}
+    settings = EngineSettings(
+        model=resolve_model(model),
+        dtype=dtype,
+        quantization=quantization,
+        max_model_len=max_model_len,
+        **engine,
+    )
+    return ServeSpec(settings, served_name or model, tuple(lora.items()), api_key)
+
+
 def server_args(spec: ServeSpec, *, host: str, port: int, on_cuda: bool) -> list[str]:
     """The command line of one vLLM server for `spec` (a test parses it with vLLM's own parser).
 
@@ -441,8 +478,11 @@ def running(cfg: RunConfig, run: RunFolder, spec: ServeSpec) -> Servers:
     `shutdown()`, other settings, or the process's end (atexit, and PR_SET_PDEATHSIG)."""
     global _RUNNING
     if _RUNNING is not None and _RUNNING[0] == spec:
-        _RUNNING[1].check()
-        return _RUNNING[1]
+        try:
+            _RUNNING[1].check()
+            return _RUNNING[1]
+        except ServeError as err:  # the store keeps what they made: start them again
+            print(f"{err}\nstarting the servers again", file=sys.stderr)
     shutdown()
     servers = start_servers(
         spec,

@@ -60,6 +60,22 @@ def test_the_server_command_is_the_engines_settings_as_vllm_reads_them(on_cuda):
     assert envs[0]["VLLM_API_KEY"] == "sk-secret"
 
 
+def test_a_checkpoint_is_served_without_a_run_folder(tmp_path):
+    """checkpoint_spec: any model and adapters, the served name, dtype and LoRA rank the
+    adapter folder says (what `rmlib judge` serves a judge with)."""
+    adapter = tmp_path / "judge"
+    adapter.mkdir()
+    (adapter / "adapter_config.json").write_text('{"r": 24}')
+    spec = serve.checkpoint_spec(
+        TINY_QWEN3, adapters={"judge": str(adapter)}, precision="fp32", max_model_len=2048
+    )
+    assert spec.names == [TINY_QWEN3, "judge"]
+    assert Path(spec.engine.model, "config.json").is_file()  # the embedded model's folder
+    assert (spec.engine.dtype, spec.engine.max_model_len) == ("float32", 2048)
+    assert spec.engine.enable_lora and spec.engine.llm_kwargs(False)["max_lora_rank"] == 32
+    assert serve.checkpoint_spec(TINY_QWEN3, served_name="j").names == ["j"]
+
+
 def test_each_cpu_server_computes_on_its_own_cores():
     assert serve.cpu_binds(2, [0, 1, 2, 3]) == ["0,1", "2,3"]
     assert serve.cpu_binds(2, [4, 5, 6]) == ["4", "5"]
