@@ -13,6 +13,10 @@ under theirs (`--lora-modules unified=outputs/<run>/adapters/unified`).
 
 Several servers: one per GPU on CUDA (`CUDA_VISIBLE_DEVICES` of its own, consecutive ports); on
 CPU a given number, each bound to its own share of the cores (`VLLM_CPU_OMP_THREADS_BIND`).
+One server per GPU rather than vLLM's own data parallelism (`--data-parallel-size N` behind one
+endpoint): the HTTP backend already spreads requests over endpoints and routes around one that
+is down, a server that dies takes one GPU's work with it rather than all, and the CPU build has
+no data parallelism to test it with.
 Every generation still goes through the run's store (rmlib.generation.store), so the HTTP
 backend spreads a run's requests over the endpoints and a killed run resumes.
 
