@@ -388,7 +388,7 @@ def _serve(args: argparse.Namespace) -> int:
     adapters = dict(args.adapters)
     models = args.models or (["base"] if adapters else None)
     try:
-        with serve.served(
+        with serve.sigterm_interrupts(), serve.served(
             cfg, run, count=args.gpus, host=args.host, port=args.port, models=models,
             adapters=adapters, timeout=args.timeout,
         ) as servers:  # fmt: skip

@@ -453,22 +453,28 @@ def describe(cfg: RunConfig, servers: Servers, host: str = "127.0.0.1") -> str:
     return "\n".join(lines)
 
 
-def serve_until_stopped(servers: Servers, poll: float = 1.0) -> None:
-    """Block until SIGINT or SIGTERM (returns) or a server exits (ServeError); the caller's
-    `with` then stops the servers."""
+@contextlib.contextmanager
+def sigterm_interrupts() -> Iterator[None]:
+    """SIGTERM raises KeyboardInterrupt inside the block, as Ctrl-C does: `finally` and `with`
+    blocks run, so servers being started or served are stopped, not orphaned."""
 
     def interrupt(*_: object) -> None:
-        raise KeyboardInterrupt
+        raise KeyboardInterrupt("terminated")
 
     previous = signal.signal(signal.SIGTERM, interrupt)
     try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
+def serve_until_stopped(servers: Servers, poll: float = 1.0) -> None:
+    """Block until KeyboardInterrupt (Ctrl-C; SIGTERM under `sigterm_interrupts`: returns) or a
+    server exits (ServeError); the caller's `with` then stops the servers."""
+    with contextlib.suppress(KeyboardInterrupt):
         while True:
             servers.check()
             time.sleep(poll)
-    except KeyboardInterrupt:
-        return
-    finally:
-        signal.signal(signal.SIGTERM, previous)
 
 
 # ---------------------------------------------------------------- generation.backend 'served'
