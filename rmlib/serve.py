@@ -86,6 +86,7 @@ def checkpoint_spec(
     adapters: Mapping[str, str] | None = None,
     precision: str = "bf16",
     max_model_len: int = 9216,
+    lora_rank: int | None = None,
     api_key: str | None = None,
     **engine: Any,
 ) -> ServeSpec:
@@ -93,7 +94,8 @@ def checkpoint_spec(
     folder: `model` under `served_name` (default: `model`), `adapters` (served name -> folder)
     by LoRA. precision: fp32, bf16 or nf4 (served in bf16: rmlib.generation.vllm.vllm_dtype).
     max_model_len: longest prompt + completion (default: the paper profile's reflection prompt,
-    8,192, + 1,024). engine: any other EngineSettings field (kv_cache_gib, max_num_seqs, ...)."""
+    8,192, + 1,024). lora_rank: the adapters' largest LoRA rank (None: read from their
+    adapter_config.json). engine: any other EngineSettings field (kv_cache_gib, ...)."""
     import torch
 
     from rmlib.generation.vllm import vllm_dtype
@@ -104,7 +106,7 @@ def checkpoint_spec(
     engine.setdefault("enforce_eager", not torch.cuda.is_available())
     lora = dict(adapters or {})
     if lora:
-        rank = max(_lora_rank(path, 16) for path in lora.values())
+        rank = lora_rank or max(_lora_rank(path) for path in lora.values())
         engine = {"enable_lora": True, "max_lora_rank": rank, "max_loras": len(lora), **engine}
     settings = EngineSettings(
         model=resolve_model(model),
@@ -378,7 +380,7 @@ def run_spec(
     precision, _ = resolve_precision(cfg.model.precision)
     settings = vllm_settings(cfg, resolve_model(base_path(cfg, run)), precision)
     if lora:
-        rank = max(_lora_rank(path, cfg.grpo.lora_r) for path in lora.values())
+        rank = max(_lora_rank(path) for path in lora.values())
         settings = replace(settings, enable_lora=True, max_lora_rank=rank, max_loras=len(lora))
     return ServeSpec(
         engine=settings,
@@ -388,13 +390,14 @@ def run_spec(
     )
 
 
-def _lora_rank(adapter: str, default: int) -> int:
-    """An adapter folder's LoRA rank (its adapter_config.json's `r`); vLLM gets the next rank it
-    accepts (vllm_lora_rank)."""
+def _lora_rank(adapter: str) -> int:
+    """An adapter folder's LoRA rank (its adapter_config.json's `r`), checked against the ranks
+    vLLM serves (vllm_lora_rank; the engine settings round it up)."""
+    config = Path(adapter) / "adapter_config.json"
     try:
-        rank = int(json.loads((Path(adapter) / "adapter_config.json").read_text())["r"])
-    except (OSError, KeyError, ValueError):
-        rank = default
+        rank = int(json.loads(config.read_text())["r"])
+    except (OSError, KeyError, ValueError) as err:
+        raise ValueError(f"{config}: no LoRA rank `r` to serve the adapter with") from err
     vllm_lora_rank(rank)  # refuses a rank vLLM cannot serve, here rather than at server start
     return rank
 
