@@ -64,7 +64,9 @@ def backend(cfg: RunConfig, run: RunFolder, ref: ModelRef, *, with_adapters: boo
 
     generation.backend 'vllm' serves it from the process's vLLM engine (adapters by LoRARequest
     on the base weights); 'hf' loads it here into our transformers loop; 'http' asks the
-    configured servers for it (`served_model`) and loads only the tokenizer, to render prompts.
+    configured servers for it (`served_model`) and loads only the tokenizer, to render prompts;
+    'served' does the same over run.gpus servers of the run's models that rmlib.serve starts
+    when the store first misses (and stops at `rmlib.serve.shutdown()` or the process's end).
     with_adapters: this process also serves the run's trained adapters (notebook 04), so the base
     model's vLLM engine enables LoRA and the adapters share it; off (notebook 02's rollouts), an
     engine for the base has no LoRA.
@@ -74,6 +76,8 @@ def backend(cfg: RunConfig, run: RunFolder, ref: ModelRef, *, with_adapters: boo
     store = GenerationStore(run.path / cfg.generation.store)
     if cfg.generation.backend == "vllm":
         gen, tokenizer = _vllm_backend(cfg, ref, run, with_adapters)
+    elif cfg.generation.backend == "served":
+        gen, tokenizer = _served_backend(cfg, ref, run)
     else:
         make = {"http": _http_backend, "hf": _hf_backend}
         gen, tokenizer = make[cfg.generation.backend](cfg, ref)
@@ -208,17 +212,44 @@ def api_key(cfg: RunConfig) -> str | None:
     return key
 
 
-def _http_backend(cfg: RunConfig, ref: ModelRef):
-    from rmlib.generation.http import HTTPBackend, HTTPTimeouts
+def _served_backend(cfg: RunConfig, ref: ModelRef, run: RunFolder):
+    """The HTTP backend over servers of the run's models (base and every trained adapter, so
+    notebook 04's models share them) started on the first generation the store cannot answer."""
     from rmlib.models import load_tokenizer
+    from rmlib.serve import ServedBackend, run_spec
+
+    served = served_model(cfg, ref.name)
+    gen = ServedBackend(
+        cfg,
+        run,
+        run_spec(cfg, run),
+        make=lambda endpoints: _http_client(cfg, ref, endpoints),
+        identity=_http_identity(served, ref),
+    )
+    return gen, load_tokenizer(ref.path, trust_remote_code=cfg.model.trust_remote_code)
+
+
+def _http_identity(served: str, ref: ModelRef) -> str:
+    # the served name alone does not say which weights: keep the local identity in it
+    return f"http:{served}:{ref.identity}"
+
+
+def _http_backend(cfg: RunConfig, ref: ModelRef):
+    from rmlib.models import load_tokenizer
+
+    gen = _http_client(cfg, ref, cfg.generation.endpoints)
+    return gen, load_tokenizer(ref.path, trust_remote_code=cfg.model.trust_remote_code)
+
+
+def _http_client(cfg: RunConfig, ref: ModelRef, endpoints: list[str]):
+    from rmlib.generation.http import HTTPBackend, HTTPTimeouts
 
     served = served_model(cfg, ref.name)
     g = cfg.generation
-    gen = HTTPBackend(
-        g.endpoints,
+    return HTTPBackend(
+        endpoints,
         served,
-        # the served name alone does not say which weights: keep the local identity in it
-        identity=f"http:{served}:{ref.identity}",
+        identity=_http_identity(served, ref),
         concurrency=g.http_concurrency,
         timeouts=HTTPTimeouts(
             connect=g.http_connect_timeout,
@@ -232,7 +263,6 @@ def _http_backend(cfg: RunConfig, ref: ModelRef):
         progress=g.progress,
         context_tokens=context_tokens(cfg),
     )
-    return gen, load_tokenizer(ref.path, trust_remote_code=cfg.model.trust_remote_code)
 
 
 def _hf_backend(cfg: RunConfig, ref: ModelRef):

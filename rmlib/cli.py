@@ -372,9 +372,85 @@ def _sweep(args: argparse.Namespace) -> int:
     return 0
 
 
+# ---------------------------------------------------------------- rmlib serve
+
+
+def _adapter_option(text: str) -> tuple[str, str]:
+    """PATH or NAME=PATH of an adapter folder (NAME: the folder's name)."""
+    from pathlib import Path
+
+    name, sep, path = text.partition("=")
+    if not sep:
+        name, path = Path(text).name, text
+    if not name or not path:
+        raise argparse.ArgumentTypeError(f"expected PATH or NAME=PATH, got {text!r}")
+    return name, path
+
+
+def _add_serve(sub: argparse._SubParsersAction) -> None:
+    serve = sub.add_parser(
+        "serve",
+        help="start vLLM's OpenAI-compatible servers for a run's base model and adapters",
+        description="Start vLLM servers (one per GPU; on CPU --gpus of them) for the run's "
+        "base model and trained adapters, wait until each answers, print the endpoints and the "
+        "params lines that use them, and serve until Ctrl-C or SIGTERM stops them.",
+    )
+    serve.add_argument("params", metavar="PARAMS.yaml")
+    serve.add_argument(
+        "--set", dest="overrides", type=_set_option, action="append", default=[],
+        metavar="KEY=VALUE", help="override a parameter",
+    )  # fmt: skip
+    serve.add_argument(
+        "--model", dest="models", action="append", metavar="NAME",
+        help="a run model to serve (repeatable; default: base and every trained adapter)",
+    )  # fmt: skip
+    serve.add_argument(
+        "--adapter", dest="adapters", type=_adapter_option, action="append", default=[],
+        metavar="[NAME=]PATH", help="also serve this adapter folder, under NAME (repeatable)",
+    )  # fmt: skip
+    serve.add_argument("--gpus", type=_count, help="servers, one per GPU (default: run.gpus)")
+    serve.add_argument("--port", type=_count, default=8000, help="first server's port")
+    serve.add_argument("--host", default="127.0.0.1", help="interface (0.0.0.0: all)")
+    serve.add_argument(
+        "--timeout", type=float, help="seconds to wait for the servers (default: "
+        "generation.serve_start_timeout)",
+    )  # fmt: skip
+    serve.set_defaults(func=_serve)
+
+
+def _serve(args: argparse.Namespace) -> int:
+    from pathlib import Path
+
+    from rmlib import serve
+    from rmlib.config import load_config
+    from rmlib.run_folder import RunFolder
+
+    cfg = load_config(args.params, dict(args.overrides))
+    run = RunFolder(Path(cfg.run.output_root) / cfg.run.name)
+    adapters = dict(args.adapters)
+    models = args.models or (["base"] if adapters else None)
+    try:
+        with serve.sigterm_interrupts(), serve.served(
+            cfg, run, count=args.gpus, host=args.host, port=args.port, models=models,
+            adapters=adapters, timeout=args.timeout,
+        ) as servers:  # fmt: skip
+            print(serve.describe(cfg, servers, args.host), flush=True)
+            serve.serve_until_stopped(servers)
+    except serve.ServeError as err:  # its log's tail is the explanation: keep its lines
+        print(f"rmlib: error: {err}", file=sys.stderr)
+        return EXIT_ERROR
+    print("servers stopped")
+    return 0
+
+
 # ---------------------------------------------------------------- main
 
-COMMANDS: list[Callable[[argparse._SubParsersAction], None]] = [_add_data, _add_score, _add_run]
+COMMANDS: list[Callable[[argparse._SubParsersAction], None]] = [
+    _add_data,
+    _add_score,
+    _add_run,
+    _add_serve,
+]
 
 
 def build_parser() -> argparse.ArgumentParser:

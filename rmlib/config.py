@@ -68,7 +68,7 @@ OpenShare = Annotated[float, Field(gt=0, le=1, allow_inf_nan=False)]  # (0, 1]: 
 Dropout = Annotated[float, Field(ge=0, lt=1, allow_inf_nan=False)]  # 1 would drop everything
 Finite = Annotated[float, Field(allow_inf_nan=False)]
 
-Backend = Literal["hf", "vllm", "http"]
+Backend = Literal["hf", "vllm", "http", "served"]
 Precision = Literal["auto", "nf4", "bf16", "fp32"]
 # The models a profile can evaluate (and so train), in the paper's order: the backbone; GRPO on
 # Pref. only (the RFT baseline); Pref. only at the mix's full volume (Table 3); unified
@@ -221,7 +221,9 @@ class GenerationSection:
         "cache, prefix caching, LoRA adapters; the CPU build on machines without a GPU), 'hf' "
         "(our transformers decode loop: the reference and the fallback) or 'http' "
         "(OpenAI-compatible vLLM/SGLang servers at `endpoints`; rmlib.generation.http has the "
-        "serve commands).",
+        "serve commands) or 'served' (the same, over run.gpus vLLM servers the run starts on its "
+        "first generation the store cannot answer, one per GPU, and stops at its end: "
+        "rmlib.serve).",
         "hf",
     )
     max_batch_tokens: Count = doc(
@@ -272,6 +274,12 @@ class GenerationSection:
         0,
     )
     endpoints: list[str] = doc("backend 'http': server base URLs (one per server).", [])
+    serve_start_timeout: Positive = doc(
+        "backend 'served' and `rmlib serve`: seconds the vLLM servers may take to answer "
+        "GET /v1/models after they start (loading weights, profiling memory, compiling CUDA "
+        "graphs: minutes for a 4B model on a GPU; ~30 s for the tiny model on CPU).",
+        900.0,
+    )
     served_models: dict = doc(
         "backend 'http': the served name of each run model, e.g. {base: Qwen/Qwen3-4B, "
         "unified: unified}; a model not listed is asked for by the backbone id (base) or by its "

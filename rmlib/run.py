@@ -427,7 +427,7 @@ def check_api_key(cfg: RunConfig) -> None:
     (`backends.api_key` is the rule)."""
     from rmlib.backends import api_key
 
-    if cfg.generation.backend == "http":
+    if cfg.generation.backend in ("http", "served"):  # 'served' starts its servers with it
         api_key(cfg)
 
 

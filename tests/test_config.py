@@ -58,7 +58,10 @@ BAD_PARAMS = [
         r"'model.precision': .*'auto', 'nf4', 'bf16' or 'fp32'.*"
         r"got 'bf61'",
     ),
-    ({"generation": {"backend": "vlm"}}, r"'generation.backend': .*'hf', 'vllm' or 'http'"),
+    (
+        {"generation": {"backend": "vlm"}},
+        r"'generation.backend': .*'hf', 'vllm', 'http' or 'served'",
+    ),
     ({"grpo": {"loss_type": "dapoo"}}, r"'grpo.loss_type': .*'dapo'.*got 'dapoo'"),
     ({"grpo": {"scale_rewards": True}}, r"'grpo.scale_rewards': .*'group', 'batch' or 'none'"),
     ({"grpo": {"lr_scheduler_type": "cosin"}}, r"'grpo.lr_scheduler_type': .*'cosine'"),

