@@ -91,6 +91,7 @@ class WarmupResult:
     n_examples: int
     steps: int
     train_loss: float | None
+    n_cut: int = 0  # examples longer than max_length: TRL keeps their start, so cuts the target
 
 
 # ---------------------------------------------------------------- examples
@@ -178,6 +179,17 @@ def warmup_dataset(
         for i, p in enumerate(pairs)
     ]
     return Dataset.from_list(rows)
+
+
+def examples_cut(tokenizer: Any, dataset: Any, max_length: int) -> int:
+    """How many examples are longer than `max_length` tokens (prompt + completion + end token).
+    TRL's SFTTrainer keeps their start, so their target is cut: a Refl. prompt alone can be
+    longer than the limit, and the model never sees such a reflection end (the demo's reflections
+    all ran to their cap while 15 of its 16 Refl. examples were cut at 448 tokens)."""
+    return sum(
+        len(tokenizer(row["prompt"] + row["completion"])["input_ids"]) + 1 > max_length
+        for row in dataset
+    )
 
 
 def warmup_pairs(cfg: WarmupConfig, *, seed: int = 0) -> list[Pair]:
@@ -320,7 +332,9 @@ def run_warmup(
             trust_remote_code=trust_remote_code,
         )
     loss = getattr(result, "training_loss", None)
-    return WarmupResult(Path(output_dir), merged, len(dataset), trainer.state.global_step, loss)
+    cut = examples_cut(tokenizer, dataset, cfg.max_length)
+    steps = trainer.state.global_step
+    return WarmupResult(Path(output_dir), merged, len(dataset), steps, loss, cut)
 
 
 def merge_adapter(
