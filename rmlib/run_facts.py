@@ -39,7 +39,7 @@ def run_facts(cfg: RunConfig, run: RunFolder) -> dict[str, Any]:
         return manifest
     from rmlib.run import manifest
 
-    return {**manifest(cfg), "source": "this run's params (no manifest.json yet)"}
+    return {**manifest(cfg), "source": "this run's params; no manifest.json yet"}
 
 
 def what_ran(cfg: RunConfig, run: RunFolder) -> str:

@@ -127,6 +127,6 @@ def test_what_ran_without_a_manifest_reads_the_params(tmp_path):
     # a notebook opened by hand: the smoke profile fixes fp32 and the transformers loop
     cfg = load_config(ROOT / "params" / "smoke.yaml")
     line = what_ran(cfg, RunFolder(tmp_path))
-    assert "(from this run's params (no manifest.json yet))" in line
+    assert "(from this run's params; no manifest.json yet)" in line
     assert "generation by the transformers decode loop in fp32 (set by the profile)" in line
     assert "GRPO: LoRA adapters on a fp32 base, groups sampled by transformers in fp32" in line

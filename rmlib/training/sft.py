@@ -68,7 +68,8 @@ class WarmupConfig:
     lora_target_modules: str = doc("LoRA targets ('all-linear').", "all-linear")
     max_length: Count = doc("Longest prompt + completion in tokens (longer are cut).", 1024)
     precision: Precision = doc(
-        "Weights under the adapter: 'auto' (bf16 on GPU, fp32 on CPU), 'fp32', 'bf16' or 'nf4'.",
+        "Weights under the adapter: 'auto' (bf16 on a GPU and on CPUs with AMX / AVX-512 BF16, "
+        "fp32 on others; rmlib.models.resolve_precision), 'fp32', 'bf16' or 'nf4'.",
         "auto",
     )
     merged_dtype: Literal["bf16", "fp32"] = doc(
