@@ -92,7 +92,7 @@ class WarmupResult:
     n_examples: int
     steps: int
     train_loss: float | None
-    n_cut: int = 0  # examples longer than max_length: TRL keeps their start, so cuts the target
+    n_cut: int = 0  # examples longer than max_length: their targets cut or dropped (examples_cut)
 
 
 # ---------------------------------------------------------------- examples
@@ -184,9 +184,10 @@ def warmup_dataset(
 
 def examples_cut(tokenizer: Any, dataset: Any, max_length: int) -> int:
     """How many examples are longer than `max_length` tokens (prompt + completion + end token).
-    TRL's SFTTrainer keeps their start, so their target is cut: a Refl. prompt alone can be
-    longer than the limit, and the model never sees such a reflection end (the demo's reflections
-    all ran to their cap while 15 of its 16 Refl. examples were cut at 448 tokens)."""
+    TRL's SFTTrainer keeps their start, so their target is cut, or dropped with the example when
+    the prompt alone fills the limit (as a Refl. prompt can): the model never sees such a
+    reflection end (the demo's reflections all ran to their cap while 15 of its 16 Refl. examples
+    were over 448 tokens)."""
     return sum(
         len(tokenizer(row["prompt"] + row["completion"])["input_ids"]) + 1 > max_length
         for row in dataset
