@@ -156,6 +156,7 @@ def format_warmup(cfg: RunConfig, run: RunFolder) -> pd.DataFrame:
     summary = {
         **made_by,
         "examples": result.n_examples,
+        "cut_at_max_length": result.n_cut,  # > 0: raise warmup.max_length (targets cut/dropped)
         "steps": result.steps,
         "train_loss": result.train_loss,
         "merged": str(merged),

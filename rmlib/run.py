@@ -114,6 +114,10 @@ def _precisions(cfg: RunConfig) -> dict[str, dict[str, str]]:
     for key in ("precision", "train_precision"):
         value, why = resolve_precision(getattr(cfg.model, key))
         out[key] = {"asked": getattr(cfg.model, key), "used": value, "why": why}
+    # the format warm-up resolves its own precision (rmlib.training.sft)
+    if cfg.warmup.enabled:
+        value, why = resolve_precision(cfg.warmup.precision)
+        out["warmup_precision"] = {"asked": cfg.warmup.precision, "used": value, "why": why}
     # the base the adapters are trained on and the one GRPO's groups are sampled from (QLoRA
     # colocate: NF4 / the unquantized checkpoint); each adapter's model card says the same
     out["adapters"] = adapter_bases(out["train_precision"]["used"], cfg.grpo.use_vllm)

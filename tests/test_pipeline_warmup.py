@@ -25,7 +25,7 @@ def test_warmup_is_redone_when_its_settings_change(tmp_path, monkeypatch):
         calls.append(cfg.epochs)
         merged_dir.mkdir(parents=True)
         (merged_dir / "config.json").write_text("{}")
-        return SimpleNamespace(n_examples=len(pairs), steps=1, train_loss=0.5)
+        return SimpleNamespace(n_examples=len(pairs), steps=1, train_loss=0.5, n_cut=0)
 
     monkeypatch.setattr(sft, "run_warmup", fake_run_warmup)
     run = RunFolder(tmp_path / "run")
@@ -47,7 +47,7 @@ def test_warmup_gets_the_runs_prompt_settings_and_is_redone_when_they_change(tmp
         seen.append(kw)
         merged_dir.mkdir(parents=True)
         (merged_dir / "config.json").write_text("{}")
-        return SimpleNamespace(n_examples=len(pairs), steps=1, train_loss=0.5)
+        return SimpleNamespace(n_examples=len(pairs), steps=1, train_loss=0.5, n_cut=0)
 
     monkeypatch.setattr(sft, "run_warmup", fake_run_warmup)
     run = RunFolder(tmp_path / "run")

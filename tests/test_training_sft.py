@@ -3,20 +3,27 @@ a real LoRA SFT step on the tiny Qwen3 with completion-only loss, saved and merg
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 import torch
 
+from rmlib.backends import prompt_budget
+from rmlib.config import load_config
 from rmlib.data.demo import load_demo
-from rmlib.models import TINY_QWEN3, load_backbone, load_tokenizer
+from rmlib.models import SMOLLM2, TINY_QWEN3, load_backbone, load_tokenizer, resolve_model
 from rmlib.prompts import PromptBudget, build_pref_prompt
 from rmlib.training.sft import (
     WarmupConfig,
     build_sft_trainer,
+    examples_cut,
     merge_adapter,
     warmup_dataset,
     warmup_pairs,
 )
 from rmlib.verdict import parse_verdict
+
+ROOT = Path(__file__).resolve().parents[1]
 
 
 @pytest.fixture(scope="module")
@@ -43,6 +50,30 @@ def test_examples_are_correct_judgments_of_both_tasks(tokenizer):
         assert f"Therefore Response {3 - pair.label} is better." in bad
         assert "<Result>" not in good  # critiques shown as analysis only (the default)
     assert ds.to_list() == warmup_dataset(tokenizer, pairs, cfg, seed=0).to_list()  # seeded
+
+
+def test_examples_cut_counts_those_over_max_length(tokenizer):
+    cfg = WarmupConfig(n_examples=8, refl_share=0.5)
+    ds = warmup_dataset(tokenizer, warmup_pairs(cfg, seed=0), cfg, seed=0)
+    lengths = sorted(len(tokenizer(r["prompt"] + r["completion"])["input_ids"]) for r in ds)
+    assert examples_cut(tokenizer, ds, lengths[-1] + 1) == 0
+    assert examples_cut(tokenizer, ds, lengths[0]) == 8
+    assert examples_cut(tokenizer, ds, lengths[3] + 1) == 4
+
+
+def test_the_demo_warmup_cuts_no_example():
+    """The demo's reflections all ran to their cap while warmup.max_length (448) cut 15 of its 16
+    Refl. examples: none may be cut, with the demo's own prompts and budgets."""
+    cfg = load_config(ROOT / "params" / "demo.yaml")
+    tok = load_tokenizer(resolve_model(SMOLLM2))
+    pairs = warmup_pairs(cfg.warmup, seed=cfg.run.seed)
+    ds = warmup_dataset(tok, pairs, cfg.warmup, seed=cfg.run.seed, budget=prompt_budget(cfg))
+    assert ds["task"].count("refl") == 16
+    assert examples_cut(tok, ds, cfg.warmup.max_length) == 0
+    assert examples_cut(tok, ds, 448) == 15  # the old limit (the test can fail)
+    # a whole reflection target fits under the demo's stage-2 cap
+    refl = [len(tok(r["completion"])["input_ids"]) for r in ds if r["task"] == "refl"]
+    assert max(refl) + 1 <= cfg.inference.reflection_max_new_tokens
 
 
 def test_examples_follow_the_runs_prompt_settings(tokenizer):

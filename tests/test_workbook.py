@@ -85,6 +85,10 @@ def test_smoke_run_makes_a_complete_run_folder(tmp_path):
     for nb in EXPECTED:
         executed = nbformat.read(run / "notebooks" / f"{nb}.ipynb", as_version=4)
         assert any(c.get("outputs") for c in executed.cells if c.cell_type == "code"), nb
+        if nb != "01_data":  # each model notebook shows what ran, from the manifest (fp32 here)
+            shown = [o.get("data", {}).get("text/markdown", "") for o in _outputs(executed)]
+            line = "**What this run used** (from manifest.json): backbone `embedded:tiny-qwen3`"
+            assert any(s.startswith(line) and "fp32" in s for s in shown), nb
     manifest = json.loads((run / "manifest.json").read_text())
     assert manifest["params"]["run"]["name"] == "smoke" and manifest["git"]
     metrics = json.loads((run / "metrics.json").read_text())
@@ -126,6 +130,10 @@ def test_smoke_run_makes_a_complete_run_folder(tmp_path):
     )
     assert again.returncode == 0 and "7 skipped" in again.stdout  # resumed: nothing re-run
     _reflection_only_judge_reuses_stage1(run)
+
+
+def _outputs(nb: nbformat.NotebookNode) -> list[dict]:
+    return [o for c in nb.cells if c.cell_type == "code" for o in c.get("outputs", [])]
 
 
 def _parseable_store(path: Path) -> None:

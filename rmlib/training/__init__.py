@@ -1,2 +1,2 @@
 """Training the unified judge: rollouts → Pref./Refl. mix (`mix`), the reward (`reward`), the
-format warm-up (`sft`) and GRPO with QLoRA (`grpo`), thin set-ups over TRL."""
+format warm-up (`sft`) and GRPO with LoRA, QLoRA on an nf4 base (`grpo`), thin set-ups over TRL."""

@@ -1,7 +1,8 @@
-"""GRPO with QLoRA on TRL 1.16: the unified judge (Pref. + Refl.) and its Pref.-only baselines.
+"""GRPO with LoRA on TRL 1.16: the unified judge (Pref. + Refl.) and its Pref.-only baselines.
 
 `train_grpo(dataset, cfg, output_dir, backbone=...)` trains a LoRA adapter (all linear
-projections, PEFT) on a 4-bit NF4 backbone with TRL's GRPOTrainer, on a training mix of
+projections, PEFT) with TRL's GRPOTrainer over a backbone in the precision it is given (a 4-bit
+NF4 base, i.e. QLoRA, in the Qwen3-4B profiles; bf16 or fp32 elsewhere), on a training mix of
 `rmlib.training.mix` (conversational prompts already fitted to our prompt budget; TRL 1.16's
 GRPOConfig has no prompt cap). Pref. and Refl. items are shuffled together, so they share
 batches; one reward rule scores both (`rmlib.training.reward`). The RFT baseline and the

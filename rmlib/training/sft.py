@@ -68,7 +68,8 @@ class WarmupConfig:
     lora_target_modules: str = doc("LoRA targets ('all-linear').", "all-linear")
     max_length: Count = doc("Longest prompt + completion in tokens (longer are cut).", 1024)
     precision: Precision = doc(
-        "Weights under the adapter: 'auto' (bf16 on GPU, fp32 on CPU), 'fp32', 'bf16' or 'nf4'.",
+        "Weights under the adapter: 'auto' (bf16 on a GPU and on CPUs with AMX / AVX-512 BF16, "
+        "fp32 on others; rmlib.models.resolve_precision), 'fp32', 'bf16' or 'nf4'.",
         "auto",
     )
     merged_dtype: Literal["bf16", "fp32"] = doc(
@@ -91,6 +92,7 @@ class WarmupResult:
     n_examples: int
     steps: int
     train_loss: float | None
+    n_cut: int = 0  # examples longer than max_length: their targets cut or dropped (examples_cut)
 
 
 # ---------------------------------------------------------------- examples
@@ -178,6 +180,18 @@ def warmup_dataset(
         for i, p in enumerate(pairs)
     ]
     return Dataset.from_list(rows)
+
+
+def examples_cut(tokenizer: Any, dataset: Any, max_length: int) -> int:
+    """How many examples are longer than `max_length` tokens (prompt + completion + end token).
+    TRL's SFTTrainer keeps their start, so their target is cut, or dropped with the example when
+    the prompt alone fills the limit (as a Refl. prompt can): the model never sees such a
+    reflection end (the demo's reflections all ran to their cap while 15 of its 16 Refl. examples
+    were over 448 tokens)."""
+    return sum(
+        len(tokenizer(row["prompt"] + row["completion"])["input_ids"]) + 1 > max_length
+        for row in dataset
+    )
 
 
 def warmup_pairs(cfg: WarmupConfig, *, seed: int = 0) -> list[Pair]:
@@ -320,7 +334,9 @@ def run_warmup(
             trust_remote_code=trust_remote_code,
         )
     loss = getattr(result, "training_loss", None)
-    return WarmupResult(Path(output_dir), merged, len(dataset), trainer.state.global_step, loss)
+    cut = examples_cut(tokenizer, dataset, cfg.max_length)
+    steps = trainer.state.global_step
+    return WarmupResult(Path(output_dir), merged, len(dataset), steps, loss, cut)
 
 
 def merge_adapter(

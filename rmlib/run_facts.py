@@ -1,0 +1,85 @@
+"""What a run actually used, as one Markdown line the notebooks display under their title.
+
+The few facts that vary by profile and machine — the backbone, the precision of each stage, who
+generates, the adapter method (LoRA, or QLoRA on a 4-bit base) — are never written into a
+notebook's prose: a chapter titled for one profile would be false for the others (notebook 03
+once read "GRPO with QLoRA … 4-bit NF4 backbone" over a bf16 run). The notebooks show
+`what_ran(cfg, run)` instead, rendered from the run's manifest.json (written by `rmlib run`,
+`rmlib.run.manifest`), and tests/test_notebook_prose.py keeps those terms out of their markdown.
+
+A notebook opened by hand on a folder without a manifest gets the same facts computed now from
+its params (the precision choices depend on this machine, as the runner's would).
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from rmlib.config import RunConfig
+from rmlib.run_folder import RunFolder
+
+MANIFEST = "manifest.json"
+
+# who generates, by generation.backend (the http servers' precision is theirs, not ours)
+_BACKENDS = {
+    "vllm": "vLLM's engine in this process",
+    "hf": "the transformers decode loop",
+    "http": "OpenAI-compatible servers (generation.endpoints)",
+}
+
+
+def run_facts(cfg: RunConfig, run: RunFolder) -> dict[str, Any]:
+    """The manifest's sections this line reads (`params`, `precision`, `hardware`): from the run
+    folder's manifest.json, else computed now from `cfg` (a notebook opened by hand)."""
+    path = run.path / MANIFEST
+    if path.exists():
+        manifest = json.loads(path.read_text())
+        manifest["source"] = MANIFEST
+        return manifest
+    from rmlib.run import manifest
+
+    return {**manifest(cfg), "source": "this run's params; no manifest.json yet"}
+
+
+def what_ran(cfg: RunConfig, run: RunFolder) -> str:
+    """One Markdown line: backbone and device, generation (who, in which precision), GRPO's
+    adapter method and base, and the format warm-up's, from `run_facts`."""
+    facts = run_facts(cfg, run)
+    params, prec = facts["params"], facts["precision"]
+    parts = [f"backbone `{params['model']['backbone']}` on {_device(facts.get('hardware', {}))}"]
+    parts.append(_generation(params, prec))
+    parts.append("GRPO: " + _adapter(prec["train_precision"]["used"]) + _sampler(prec))
+    warm = prec.get("warmup_precision")
+    if params.get("warmup", {}).get("enabled") and warm:
+        parts.append("format warm-up: " + _adapter(warm["used"]))
+    return f"**What this run used** (from {facts['source']}): " + "; ".join(parts) + "."
+
+
+def _device(hardware: dict[str, Any]) -> str:
+    gpus = hardware.get("gpus") or []
+    if gpus:
+        return f"{len(gpus)} × {gpus[0]}"
+    return f"the CPU ({hardware.get('cpu_count', '?')} cores)"
+
+
+def _generation(params: dict[str, Any], prec: dict[str, Any]) -> str:
+    backend = params["generation"]["backend"]
+    who = _BACKENDS.get(backend, backend)
+    if backend == "http":
+        return f"generation by {who}"
+    used = prec["precision"]
+    return f"generation by {who} in {used['used']} ({used['why']})"
+
+
+def _adapter(precision: str) -> str:
+    if precision == "nf4":
+        return "QLoRA (LoRA adapters on a 4-bit NF4 base)"
+    return f"LoRA adapters on a {precision} base"
+
+
+def _sampler(prec: dict[str, Any]) -> str:
+    bases = prec.get("adapters") or {}
+    if not bases:
+        return ""
+    return f", groups sampled by {bases['sampled_by']} in {bases['sampled_on']}"
