@@ -35,6 +35,8 @@ TRAIN_PAIRS_PER_PROMPT = 2
 # The trained model a preflight keeps, in this order of preference: unified's mix holds Refl.
 # items at the reflection budget (the longest prompts); every model trains with the same settings.
 TRAINED_PREFERENCE = ("unified", "refl_only", "same_volume", "rft")
+# Bootstrap resamples of 05's intervals: the code path is checked, not the figures.
+BOOTSTRAP = 10
 
 
 @dataclass
@@ -73,7 +75,7 @@ def preflight_overrides(cfg: RunConfig, items: int, steps: int) -> dict[str, Any
         "grpo.save_steps": 1,  # a checkpoint is written (and its path checked) at once
         "grpo.trl": {**grpo.trl, "generation_kwargs": kwargs},
         **_models(cfg),
-        "eval.n_bootstrap": 10,  # 05's intervals: the code path, not the figures
+        "eval.n_bootstrap": BOOTSTRAP,
     }
 
 

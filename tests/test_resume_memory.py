@@ -87,7 +87,11 @@ def test_a_run_stopped_in_02_resumes_with_memory_changes_without_generating_agai
     rerun with every memory setting changed skips 01, reruns 02, and adds no store row."""
     from rmlib.generation.store import GenerationStore
 
-    over = {"run.notebooks": ["01_data", "02_rollouts"], "run.output_root": str(tmp_path)}
+    over = {
+        "run.notebooks": ["01_data", "02_rollouts"],
+        "run.output_root": str(tmp_path),
+        "warmup.enabled": False,  # CI time: the store is the point, not the warm-up
+    }
     run, first = runner.execute(SMOKE, name="oom", overrides=over, progress=False)
     assert [r.status for r in first] == ["ran", "ran"]
     store = GenerationStore(run.path / "generations.sqlite")
