@@ -297,6 +297,7 @@ def _add_run(sub: argparse._SubParsersAction) -> None:
         "--json", action="store_true", help="--dry-run: print the plan as JSON, not a table"
     )
     run.add_argument("--force", action="store_true", help="re-run completed notebooks too")
+    _add_preflight_options(run)
     run.set_defaults(func=_run)
 
     sweep = sub.add_parser(
@@ -311,10 +312,54 @@ def _add_run(sub: argparse._SubParsersAction) -> None:
     sweep.set_defaults(func=_sweep)
 
 
+def _add_preflight_options(run: argparse.ArgumentParser) -> None:
+    run.add_argument(
+        "--preflight",
+        action="store_true",
+        help="run a few items of every notebook on the real model at the profile's longest "
+        "prompts, GRPO a step or two at its batch sizes, into outputs/<run>-preflight (emptied "
+        "first; never the run's own folder); prints pass/FAIL per notebook (rmlib.preflight)",
+    )
+    run.add_argument(
+        "--preflight-items",
+        type=_count,
+        default=4,
+        metavar="N",
+        help="--preflight: pairs of each evaluation set (training: enough for one generation "
+        "batch) (default 4)",
+    )
+    run.add_argument(
+        "--preflight-steps",
+        type=_count,
+        default=2,
+        metavar="N",
+        help="--preflight: GRPO optimizer steps, completions at their cap (default 2: the second "
+        "samples from the policy synced after the first)",
+    )
+
+
+def _preflight(args: argparse.Namespace) -> int:
+    from rmlib.preflight import format_checks, run_preflight
+
+    if args.dry_run or args.force:
+        raise UsageError("--preflight runs into its own fresh folder: no --dry-run, no --force")
+    folder, rows = run_preflight(
+        args.params,
+        items=args.preflight_items,
+        steps=args.preflight_steps,
+        name=args.name,
+        overrides=dict(args.overrides),
+    )
+    print(format_checks(folder, rows))
+    return 0 if all(r.status == "pass" for r in rows) else EXIT_ERROR
+
+
 def _run(args: argparse.Namespace) -> int:
     from rmlib import run as runner
     from rmlib.config import load_config
 
+    if args.preflight:
+        return _preflight(args)
     overrides = dict(args.overrides)
     if args.dry_run:
         from rmlib.plan import format_plan, gpu_class
@@ -443,6 +488,49 @@ def _serve(args: argparse.Namespace) -> int:
     return 0
 
 
+# ---------------------------------------------------------------- rmlib fetch
+
+
+def _add_fetch(sub: argparse._SubParsersAction) -> None:
+    fetch = sub.add_parser(
+        "fetch",
+        help="download a profile's model and data sets ahead of time (for offline GPU nodes)",
+        description="Download the model (hub snapshot) and every data set (the loaders' own "
+        "datasets.load_dataset calls) a params file needs into the Hugging Face caches, so a "
+        "GPU node without internet runs it with HF_HUB_OFFLINE=1 HF_DATASETS_OFFLINE=1.",
+    )
+    fetch.add_argument("params", metavar="PARAMS.yaml")
+    fetch.add_argument(
+        "--list",
+        action="store_true",
+        help="print exactly what would be downloaded (repo id, type, revision, config, split) "
+        "and touch no network",
+    )
+    fetch.add_argument(
+        "--set",
+        dest="overrides",
+        type=_set_option,
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="override a parameter, as rmlib run --set",
+    )
+    fetch.set_defaults(func=_fetch)
+
+
+def _fetch(args: argparse.Namespace) -> int:
+    from rmlib.config import load_config
+    from rmlib.fetch import downloads, fetch
+
+    items, skipped = downloads(load_config(args.params, dict(args.overrides)))
+    for line in [d.line() for d in items] + [f"skip      {s}" for s in skipped]:
+        print(line)
+    if not args.list:
+        for line in fetch(items):
+            print(f"fetched   {line}")
+    return 0
+
+
 # ---------------------------------------------------------------- main
 
 COMMANDS: list[Callable[[argparse._SubParsersAction], None]] = [
@@ -450,6 +538,7 @@ COMMANDS: list[Callable[[argparse._SubParsersAction], None]] = [
     _add_score,
     _add_run,
     _add_serve,
+    _add_fetch,
 ]
 
 

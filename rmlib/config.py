@@ -210,6 +210,12 @@ class DataSection:
     train: DatasetSpec = doc("Preference source for the training rollouts.", DatasetSpec())
     eval: list[DatasetSpec] = doc("Evaluation sets.", [])
     subsample_seed: Seed | None = doc("Seed for subsampling; None = run.seed.", None)
+    pad_to_budget: bool = doc(
+        "Lengthen both responses of every pair (their own text repeated) past the longest prompt "
+        "budget, so every prompt is cut to its budget: a run at the profile's longest prompts, "
+        "whose results mean nothing (`rmlib run --preflight` sets it). Off: the data as it is.",
+        False,
+    )
 
 
 @dataclass

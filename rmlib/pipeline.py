@@ -58,6 +58,9 @@ def load_data(cfg: RunConfig, run: RunFolder) -> pd.DataFrame:
     rows, eval_pairs = [], []
     for role, spec in [("train", cfg.data.train), *[("eval", s) for s in cfg.data.eval]]:
         result = load_split(spec, seed)
+        if cfg.data.pad_to_budget:
+            chars = PAD_CHARS_PER_TOKEN * cfg.prompts.longest_prompt_tokens()
+            result.pairs = [padded(p, chars) for p in result.pairs]
         if spec.path:
             run.record_data_file(spec.path)
         stats = result.stats()
@@ -76,6 +79,23 @@ def load_data(cfg: RunConfig, run: RunFolder) -> pd.DataFrame:
     summary = pd.DataFrame(rows)
     run.write_table("data_summary", summary)
     return summary
+
+
+# data.pad_to_budget: characters a padded response gets per token of the longest budget. Prose
+# runs at ~4 characters a token with the Qwen3 tokenizer; 8 leaves a margin, so a padded pair is
+# over every budget and its prompts are cut to it (rmlib.prompts), whatever the tokenizer.
+PAD_CHARS_PER_TOKEN = 8
+
+
+def padded(pair: Pair, chars: int) -> Pair:
+    """The pair with each response repeated (blank-line separated) to at least `chars`
+    characters: the same content, only longer."""
+
+    def grow(text: str) -> str:
+        unit = text if text.strip() else "(an empty response, padded)"  # HH-RLHF has empty ones
+        return "\n\n".join([unit] * -(-chars // (len(unit) + 2)))  # ceil
+
+    return replace(pair, response1=grow(pair.response1), response2=grow(pair.response2))
 
 
 def pairs_frame(pairs: Sequence[Pair]) -> pd.DataFrame:

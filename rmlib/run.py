@@ -69,10 +69,49 @@ class Interrupted(KeyboardInterrupt):
     """Ctrl-C during a run; says how to resume (the command line prints it as one line)."""
 
 
+# Settings that size memory, not results: a run stopped by out-of-memory resumes with any of them
+# changed. The generation store keys on (model, prompt, sampling settings, sample index) only, so
+# none of them regenerates a stored sample, and params_hash leaves them out, so no completed
+# notebook runs again. GRPO's micro-batch and accumulation trade against each other: their
+# product (completions per optimizer step, which changes training) stays in the hash.
+MEMORY_SETTINGS: tuple[str, ...] = (
+    "generation.max_batch_tokens",
+    "generation.max_batch_size",
+    "generation.chunk_prompts",
+    "generation.gpu_memory_utilization",
+    "generation.kv_cache_gib",
+    "generation.max_num_seqs",
+    "generation.max_num_batched_tokens",
+    "grpo.per_device_train_batch_size",
+    "grpo.gradient_accumulation_steps",
+    "grpo.generation_batch_size",
+    "grpo.gradient_checkpointing",
+    "grpo.vllm_gpu_memory_utilization",
+    "grpo.vllm_cpu_kv_cache_gib",
+)
+# Settings that change neither results nor memory: the card the run checks for (check_gpu_class).
+NOT_RESULTS: tuple[str, ...] = (*MEMORY_SETTINGS, "run.gpu_class")
+
+
+def results_params(cfg: RunConfig) -> dict[str, Any]:
+    """The params that decide a run's results: all but NOT_RESULTS, plus GRPO's completions per
+    optimizer step (micro-batch x accumulation), which the memory settings may not change."""
+    params = cfg.to_dict()
+    params.pop("plan", None)  # the dry run's assumptions only: editing them re-runs nothing
+    for key in NOT_RESULTS:
+        section, name = key.split(".")
+        params[section].pop(name, None)
+    grpo = cfg.grpo
+    params["grpo"]["completions_per_step"] = (
+        grpo.per_device_train_batch_size * grpo.gradient_accumulation_steps
+    )
+    return params
+
+
 def params_hash(cfg: RunConfig) -> str:
-    # `plan:` holds the dry run's assumptions only: editing it must not re-run a notebook
-    params = {k: v for k, v in cfg.to_dict().items() if k != "plan"}
-    blob = json.dumps(params, sort_keys=True, default=str)
+    """The hash a completed notebook is stamped with: a change of memory settings alone
+    (MEMORY_SETTINGS) keeps it, so a run stopped by out-of-memory resumes."""
+    blob = json.dumps(results_params(cfg), sort_keys=True, default=str)
     return hashlib.sha256(blob.encode()).hexdigest()[:16]
 
 
@@ -172,14 +211,15 @@ def cuda_driver() -> str | None:
     return versions[0] if versions else None
 
 
-def _nvidia_smi(field: str) -> list[str]:
-    """One `nvidia-smi --query-gpu` field, a line a GPU ([] without nvidia-smi or a driver)."""
+def _nvidia_smi(field: str, *extra: str) -> list[str]:
+    """One `nvidia-smi --query-gpu` field (or several, comma-separated), a line a GPU ([] without
+    nvidia-smi or a driver); `extra`: more arguments (--id=...)."""
     smi = shutil.which("nvidia-smi")
     if smi is None:
         return []
     try:
         out = subprocess.run(
-            [smi, f"--query-gpu={field}", "--format=csv,noheader"],
+            [smi, f"--query-gpu={field}", "--format=csv,noheader", *extra],
             capture_output=True,
             text=True,
             timeout=30,
@@ -212,6 +252,7 @@ def execute(
         overrides = {**(overrides or {}), "run.name": name}
     cfg = load_config(params_file, overrides)
     check_device(cfg)
+    check_gpu_class(cfg)
     preflight(cfg)
     run = RunFolder(Path(cfg.run.output_root) / cfg.run.name)
     with holding(run.path):
@@ -270,6 +311,7 @@ def _execute(
             msg = (
                 f"notebook {nb} failed in cell {e.cell_index} (execution count {e.exec_count}): "
                 f"{e.ename}: {e.evalue}. Executed copy with the traceback: {dest}"
+                f"{oom_hint(f'{e.ename}: {e.evalue}')}"
             )
             log.error(msg)
             raise NotebookFailed(msg) from None
@@ -279,6 +321,30 @@ def _execute(
         log.info("done %s in %.1f s", nb, seconds)
         results.append(NotebookResult(nb, "ran", seconds))
     return results
+
+
+# How CUDA, vLLM and our HF backend say a card ran out of memory (lower-cased).
+OOM_SIGNS: tuple[str, ...] = (
+    "out of memory",  # torch's CUDA OOM, the HF backend's batch split giving up
+    "outofmemoryerror",
+    "no available memory for the cache blocks",  # vLLM: the share left no room for KV
+    "kv cache is needed",  # vLLM: the longest sequence's KV does not fit the share
+)
+
+
+def oom_hint(error: str) -> str:
+    """A sentence to append to a failure that was an out-of-memory: which settings to lower and
+    that the same command resumes ('' for any other failure)."""
+    if not any(sign in error.lower() for sign in OOM_SIGNS):
+        return ""
+    return (
+        ". Out of memory: lower a memory setting and run the same command again (stored "
+        "generations and checkpoints are kept): --set grpo.per_device_train_batch_size=... "
+        "(raise grpo.gradient_accumulation_steps to keep their product), "
+        "grpo.generation_batch_size, grpo.vllm_gpu_memory_utilization, "
+        "generation.gpu_memory_utilization or generation.kv_cache_gib, generation.max_num_seqs, "
+        "generation.max_batch_tokens (backend hf)"
+    )
 
 
 @contextlib.contextmanager
@@ -399,6 +465,57 @@ def check_device(cfg: RunConfig, cuda: bool | None = None) -> None:
             f"{cfg.source}: model.backbone {backbone!r} needs a CUDA device and none is visible; "
             "set model.allow_cpu: true to run it on the CPU anyway (slow)"
         )
+
+
+# A card may report a little less than its class's usable memory (driver, ECC): 2 % leeway.
+GPU_MEMORY_LEEWAY = 0.98
+
+
+def check_gpu_class(cfg: RunConfig, cards: list[tuple[str, float]] | None = None) -> None:
+    """Refuse, before any work, a card smaller than the profile's run.gpu_class: its memory
+    settings were sized for that class and would run out of memory hours in. A larger card or
+    another class of the same memory runs, with one warning line. Skipped when run.gpu_class is
+    None or no GPU is visible (check_device rules the CPU). `cards`: (name, GiB) per GPU the run
+    uses; None asks nvidia-smi (the runner never opens a CUDA context)."""
+    from rmlib.config import ConfigError
+    from rmlib.plan.facts import class_of_device, gpu_class
+
+    if cfg.run.gpu_class is None:
+        return
+    want = gpu_class(cfg.run.gpu_class)
+    cards = visible_gpus() if cards is None else cards
+    for index, (name, gib) in enumerate(cards[: cfg.run.gpus]):
+        found = class_of_device(name) or "no known class"
+        if gib < want.memory_gib * GPU_MEMORY_LEEWAY:
+            raise ConfigError(
+                f"{cfg.source}: run.gpu_class is {want.name} ({want.memory_gib:g} GiB) but GPU "
+                f"{index} is {name} ({gib:.1f} GiB, {found}): the profile's memory settings "
+                "would run out of memory; lower them and set run.gpu_class to this card's class "
+                "(--set run.gpu_class=null skips this check)"
+            )
+        if found != want.name:
+            log.warning(
+                "run.gpu_class is %s but GPU %d is %s (%.1f GiB, %s): it has the memory; the "
+                "dry run's hours were for %s",
+                want.name, index, name, gib, found, want.name,
+            )
+
+
+def visible_gpus() -> list[tuple[str, float]]:
+    """(name, memory in GiB) of each GPU this process may use, by nvidia-smi (CUDA_VISIBLE_DEVICES
+    honoured); [] without a GPU."""
+    ids = os.environ.get("CUDA_VISIBLE_DEVICES")
+    if ids is not None and not ids.strip():
+        return []  # an empty CUDA_VISIBLE_DEVICES hides every GPU
+    extra = [f"--id={ids.strip()}"] if ids else []
+    out = []
+    for line in _nvidia_smi("name,memory.total", *extra):
+        name, _, mib = line.rpartition(",")
+        try:
+            out.append((name.strip(), float(mib.split()[0]) / 1024))
+        except (ValueError, IndexError):
+            continue  # "[N/A]" or an odd line: not a card we can size
+    return out
 
 
 def notebook_source(name: str) -> Path:

@@ -40,6 +40,7 @@ class SourceSpec:
     scoring: str = "accuracy"  # the official rule's name in rmlib.scoring
     unit: str = "pairs"  # what the rule's n counts
     paper_accuracy: bool = False  # one of the paper's accuracy benchmarks (Table 1)
+    config_is_data_dir: bool = False  # the hub's config is a folder (load_dataset's data_dir)
 
     @property
     def label(self) -> str:
@@ -76,7 +77,7 @@ _SPECS: tuple[SourceSpec, ...] = (
                doc="GitHub Dataset/ folder or a dataset.json", published_pairs=419),
     SourceSpec("hh-rlhf", "rmlib.data.hh_rlhf:load_hh_rlhf", "Anthropic/hh-rlhf", "test",
                "harmless-base", splits=("train", "test"), doc="config = the data_dir",
-               published_pairs=2_312),
+               published_pairs=2_312, config_is_data_dir=True),
     SourceSpec("skywork", "rmlib.data.skywork:load_skywork",
                "Skywork/Skywork-Reward-Preference-80K-v0.2", "train", splits=("train",),
                published_pairs=77_016),

@@ -437,12 +437,19 @@ def hub_rows(
     return (Row(label, i, rec, i) for i, rec in enumerate(ds))
 
 
-def _load_hub(hub_id: str, split: str | None, config: str | None, data_dir: bool) -> Any:
-    import datasets
-
+def hub_kwargs(split: str | None, config: str | None, data_dir: bool = False) -> dict[str, Any]:
+    """`datasets.load_dataset`'s keyword arguments for a split and config (HH-RLHF's config is
+    a data_dir): the one place a load, and `rmlib fetch` ahead of it, spell them."""
     kwargs: dict[str, Any] = {"split": split}
     if config is not None:
         kwargs["data_dir" if data_dir else "name"] = config
+    return kwargs
+
+
+def _load_hub(hub_id: str, split: str | None, config: str | None, data_dir: bool) -> Any:
+    import datasets
+
+    kwargs = hub_kwargs(split, config, data_dir)
     try:
         return datasets.load_dataset(hub_id, **kwargs)
     except datasets.exceptions.DatasetNotFoundError as e:

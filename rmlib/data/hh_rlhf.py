@@ -18,6 +18,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
+from rmlib.data import get_source
 from rmlib.data._io import Row, collect, no_options, place, rows_for
 from rmlib.data.pair import LoadResult, OnError, Pair
 
@@ -52,7 +53,7 @@ def load_hh_rlhf(
     no_options(SOURCE, options)
     split, config = split or DEFAULT_SPLIT, config or DEFAULT_CONFIG
     where, rows = rows_for(path, hub_id=HUB_ID, split=split, config=config,
-                           config_is_data_dir=True)
+                           config_is_data_dir=get_source(SOURCE).config_is_data_dir)
     result = LoadResult(SOURCE, where, split, [])
     return collect(result, rows, lambda row: [_pair(row, config, seed, allow_empty)], on_error)
 

@@ -146,7 +146,8 @@ def _finished(
     if not path.exists() or not (out / "adapter_config.json").exists():
         return False
     meta = json.loads(path.read_text())
-    same = json.loads(json.dumps(asdict(cfg), default=str)) == meta.get("settings")
+    now = json.loads(json.dumps(asdict(cfg), default=str))
+    same = _results_settings(now) == _results_settings(meta.get("settings") or {})
     return (
         bool(meta.get("completed"))
         and same
@@ -155,6 +156,19 @@ def _finished(
         and meta.get("n_items") == n_items
         and meta.get("enable_thinking") == thinking
     )
+
+
+def _results_settings(settings: dict[str, Any]) -> dict[str, Any]:
+    """GRPO settings less the memory ones (rmlib.run.MEMORY_SETTINGS), with the completions per
+    optimizer step they may not change: a finished training stays finished when only memory
+    settings changed after it."""
+    from rmlib.run import MEMORY_SETTINGS
+
+    out = {k: v for k, v in settings.items() if f"grpo.{k}" not in MEMORY_SETTINGS}
+    micro = settings.get("per_device_train_batch_size")
+    accumulation = settings.get("gradient_accumulation_steps")
+    out["completions_per_step"] = micro * accumulation if micro and accumulation else None
+    return out
 
 
 def _parse_set(items: Sequence[str]) -> dict[str, Any]:
