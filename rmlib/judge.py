@@ -135,7 +135,8 @@ def judge_pairs(
     `confidence_fraction`. `enable_thinking` goes to the chat template (the run's
     model.enable_thinking). `verdict_logprobs` adds the column `verdict_logprob`: the log-prob of
     the token that decides the verdict (`rmlib.verdict.verdict_token`; NaN without a verdict or
-    token ids), for a soft reward; off by default (a few decodes per row).
+    token ids), for a soft reward, and `logprobs_kind` (raw / processed / unknown: what the
+    backend says its log-probs are, rmlib.generation.http); off by default (a few decodes a row).
     """
     budget = budget if budget is not None else prompts.PromptBudget()
     built = [
@@ -161,8 +162,9 @@ def judge_pairs(
             )
             if verdict_logprobs:
                 row["verdict_logprob"] = _verdict_logprob(g, tokenizer)
+                row["logprobs_kind"] = g.meta.get("logprobs_kind", "unknown")
             rows.append(row)
-    extra = ("verdict_logprob",) if verdict_logprobs else ()
+    extra = ("verdict_logprob", "logprobs_kind") if verdict_logprobs else ()
     return _frame(rows, ROLLOUT_COLUMNS + extra)
 
 
