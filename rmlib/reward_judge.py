@@ -54,6 +54,7 @@ from rmlib import judge
 from rmlib.config import PARAMS, Count, doc
 from rmlib.data.pair import Pair
 from rmlib.generation.base import Backend
+from rmlib.prompts import PromptBudget
 from rmlib.reflect.settings import ReflectConfig
 from rmlib.training.reward import completion_text
 
@@ -425,6 +426,7 @@ def http_judge(
     api_key: str | None = None,
     extra_body: Mapping[str, Any] | None = None,
     config: RewardJudgeConfig | Mapping[str, Any] | None = None,
+    budget: Any = None,
     enable_thinking: bool = False,
     critique_with_result: bool = False,
     progress: bool = False,
@@ -435,6 +437,8 @@ def http_judge(
     tokenizer: the judge's (a hub id, a local folder, or an embedded name) to render and count
     prompts. api / logprobs_kind / api_key / extra_body: `HTTPBackend`'s. config: a
     `RewardJudgeConfig` or its fields as a mapping (verl's reward kwargs are plain values).
+    budget: a `rmlib.prompts.PromptBudget` or its fields (None: its defaults), within the
+    server's --max-model-len less the judgment's max_new_tokens.
     """
     from rmlib.generation.http import ChatMessagesTokenizer, HTTPBackend
     from rmlib.generation.store import CachedBackend, GenerationStore
@@ -453,10 +457,13 @@ def http_judge(
     tok = load_tokenizer(tokenizer)
     if isinstance(config, Mapping):
         config = _config_from(config)
+    if isinstance(budget, Mapping):
+        budget = PromptBudget(**budget)
     return JudgeReward(
         backend,
         ChatMessagesTokenizer(tok) if api == "chat" else tok,
         config,
+        budget=budget,
         enable_thinking=enable_thinking,
         critique_with_result=critique_with_result,
     )

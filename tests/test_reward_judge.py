@@ -217,3 +217,32 @@ def test_a_chat_answer_without_log_probs_is_refused():
     lp = {"content": [{"token": "token_id:5", "logprob": -0.5, "top_logprobs": []}]}
     g = _chat_generation(choice(lp), 3)
     assert (g.token_ids, g.logprobs, parse_verdict(g.text).failure) == ([5], [-0.5], "missing")
+
+
+def test_the_model_card_shows_the_adapter_judging_served_and_as_a_reward(tmp_path):
+    from rmlib.training.model_card import write_model_card
+
+    out = tmp_path / "unified"
+    out.mkdir()
+    meta = {
+        "backbone": "Qwen/Qwen3-4B",
+        "precision": "nf4",
+        "global_step": 2,
+        "seed": 0,
+        "settings": {"lora_r": 24},
+        "n_items": 3,
+        "enable_thinking": True,
+        "provenance": {
+            "budget": {"max_reflection_prompt_tokens": 4096},
+            "critique_with_result": True,
+        },
+    }
+    card = write_model_card(out, meta).read_text()
+    assert f"rmlib judge pairs.jsonl --model Qwen/Qwen3-4B --adapter {out}" in card
+    assert "vllm serve Qwen/Qwen3-4B --enable-lora --max-lora-rank 32" in card  # r=24 -> 32
+    assert f"--lora-modules unified={out} --max-model-len 5120" in card  # 4096 + 1024
+    assert "--logprobs-mode raw_logprobs" in card and "--served-model unified" in card
+    snippet = card.split("```python\n")[1].split("```")[0]
+    assert "enable_thinking=True, critique_with_result=True" in snippet
+    compile(snippet, "card", "exec")  # the snippet is Python
+    assert card.index("## Use") < card.index("## Evaluation")
