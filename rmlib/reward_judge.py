@@ -238,7 +238,14 @@ class JudgeReward:
     def _reflectrm(self, pairs: list[Pair]) -> pd.DataFrame:
         from rmlib.reflect.method import run_reflectrm
 
-        cfg = dataclasses.replace(self.config.inference, both_orders=False, swapped_pairs=None)
+        # the orders are this config's; the baselines are not rewards
+        cfg = dataclasses.replace(
+            self.config.inference,
+            both_orders=False,
+            swapped_pairs=None,
+            run_greedy=False,
+            run_random_anchor=False,
+        )
         result = run_reflectrm(
             pairs,
             self.backend,

@@ -120,8 +120,10 @@ def test_two_stages(tok):
     assert judge.calls[0] == 4  # stage 1: every order of every comparison in one call
 
 
-def test_trl_calls_it_async_with_its_arguments(tok):
-    reward, _ = _reward(tok)
+def test_trl_calls_it_async_with_its_arguments(tok, tmp_path):
+    reward, judge = _reward(tok)
+    # through a store opened here: the judge runs in a worker thread
+    reward.backend = CachedBackend(judge, GenerationStore(tmp_path / "s.sqlite"), progress=False)
     assert is_async_callable(reward) and reward.__name__ == "reflectrm_judge"
     metrics = {}
     prompts = [[{"role": "user", "content": "q"}]] * 2
