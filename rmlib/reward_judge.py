@@ -29,12 +29,14 @@ thread. A group can span processes: group opponents are refused under more than 
 (one process, or `opponent="reference"`, which needs no group).
 
 verl: `compute_score(data_source, solution_str, ground_truth, extra_info=None, **reward_kwargs)`
-as verl documents a custom reward function (verl 0.4.1: docs/preparation/reward_function.rst,
-`custom_reward_function.path` / `.name`, and `custom_reward_function.reward_kwargs` passed as
-keyword arguments, verl/trainer/ppo/reward.py `get_custom_reward_fn`). The ground truth is the
-reference completion; the prompt is `extra_info[prompt_key]`; the judge is named by the reward
-kwargs (`http_judge`'s arguments) and made once per process. `compute_score_batch` is the same
-over lists, for verl's batch reward manager (one judge call per batch).
+as verl documents a custom reward function: the interface of verl 0.4 (mid-2025; its
+docs/preparation/reward_function.rst "last updated 06/02/2025": `custom_reward_function.path` /
+`.name`; verl/trainer/ppo/reward.py `get_custom_reward_fn` passes
+`custom_reward_function.reward_kwargs` as keyword arguments). The ground truth is the reference
+completion; the prompt is `extra_info[prompt_key]`; the judge is named by the reward kwargs
+(`http_judge`'s arguments) and made once per process. `compute_score_batch` is the same over
+lists, as verl's batch reward manager calls it (`data_sources=, solution_strs=, ground_truths=,
+extra_infos=`; one judge call per batch).
 """
 
 from __future__ import annotations
@@ -526,7 +528,7 @@ def compute_score(
     extra_info: Mapping[str, Any] | None = None,
     **reward_kwargs: Any,
 ) -> float:
-    """verl's custom reward function (verl 0.4.1's interface; module docstring): the judge's
+    """verl's custom reward function (verl 0.4's interface; module docstring): the judge's
     reward of `solution_str` against `ground_truth`, a reference completion.
 
     In verl's config: `custom_reward_function.path=<rmlib>/reward_judge.py`,
