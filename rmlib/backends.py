@@ -209,7 +209,7 @@ def api_key(cfg: RunConfig) -> str | None:
 
 
 def _http_backend(cfg: RunConfig, ref: ModelRef):
-    from rmlib.generation.http import HTTPBackend, HTTPTimeouts
+    from rmlib.generation.http import ChatMessagesTokenizer, HTTPBackend, HTTPTimeouts
     from rmlib.models import load_tokenizer
 
     served = served_model(cfg, ref.name)
@@ -231,8 +231,12 @@ def _http_backend(cfg: RunConfig, ref: ModelRef):
         api_key=api_key(cfg),
         progress=g.progress,
         context_tokens=context_tokens(cfg),
+        api=g.http_api,
+        logprobs_kind=g.http_logprobs_kind,
     )
-    return gen, load_tokenizer(ref.path, trust_remote_code=cfg.model.trust_remote_code)
+    tokenizer = load_tokenizer(ref.path, trust_remote_code=cfg.model.trust_remote_code)
+    # the chat API takes messages: prompts are built as chat envelopes, counted as rendered
+    return gen, ChatMessagesTokenizer(tokenizer) if g.http_api == "chat" else tokenizer
 
 
 def _hf_backend(cfg: RunConfig, ref: ModelRef):

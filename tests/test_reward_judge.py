@@ -248,3 +248,23 @@ def test_the_model_card_shows_the_adapter_judging_served_and_as_a_reward(tmp_pat
     assert "enable_thinking=True, critique_with_result=True" in snippet
     compile(snippet, "card", "exec")  # the snippet is Python
     assert card.index("## Use") < card.index("## Evaluation")
+
+
+def test_a_run_selects_the_chat_api_and_declares_its_log_probs(tmp_path):
+    from rmlib import backends
+    from rmlib.config import ConfigError, config_from_dict
+    from rmlib.run_folder import RunFolder
+
+    generation = {"backend": "http", "endpoints": ["http://127.0.0.1:9"], "progress": False}
+    cfg = config_from_dict(
+        {
+            "model": {"backbone": TINY_QWEN3, "precision": "fp32"},
+            "generation": {**generation, "http_api": "chat", "http_logprobs_kind": "raw"},
+        }
+    )
+    ref = backends.ModelRef("base", TINY_QWEN3, None, "fp32")
+    gen, tok = backends.backend(cfg, RunFolder(tmp_path / "run"), ref)
+    assert (gen.backend.api, gen.backend.logprobs_kind) == ("chat", "raw")
+    assert isinstance(tok, ChatMessagesTokenizer) and tok.padding_side == "left"
+    with pytest.raises(ConfigError, match="http_api"):
+        config_from_dict({"generation": {**generation, "http_api": "responses"}})
