@@ -215,7 +215,6 @@ def api_key(cfg: RunConfig) -> str | None:
 def _served_backend(cfg: RunConfig, ref: ModelRef, run: RunFolder):
     """The HTTP backend over servers of the run's models (base and every trained adapter, so
     notebook 04's models share them) started on the first generation the store cannot answer."""
-    from rmlib.models import load_tokenizer
     from rmlib.serve import ServedBackend, run_spec
 
     served = served_model(cfg, ref.name)
@@ -223,10 +222,11 @@ def _served_backend(cfg: RunConfig, ref: ModelRef, run: RunFolder):
         cfg,
         run,
         run_spec(cfg, run),
-        make=lambda endpoints: _http_client(cfg, ref, endpoints),
+        # `rmlib serve` starts vLLM with raw log-probs (serve.py), so their kind is known
+        make=lambda endpoints: _http_client(cfg, ref, endpoints, logprobs_kind="raw"),
         identity=_http_identity(served, ref),
     )
-    return gen, load_tokenizer(ref.path, trust_remote_code=cfg.model.trust_remote_code)
+    return gen, _http_tokenizer(cfg, ref)
 
 
 def _http_identity(served: str, ref: ModelRef) -> str:
@@ -235,13 +235,21 @@ def _http_identity(served: str, ref: ModelRef) -> str:
 
 
 def _http_backend(cfg: RunConfig, ref: ModelRef):
+    return _http_client(cfg, ref, cfg.generation.endpoints), _http_tokenizer(cfg, ref)
+
+
+def _http_tokenizer(cfg: RunConfig, ref: ModelRef):
+    from rmlib.generation.http import ChatMessagesTokenizer
     from rmlib.models import load_tokenizer
 
-    gen = _http_client(cfg, ref, cfg.generation.endpoints)
-    return gen, load_tokenizer(ref.path, trust_remote_code=cfg.model.trust_remote_code)
+    tokenizer = load_tokenizer(ref.path, trust_remote_code=cfg.model.trust_remote_code)
+    # the chat API takes messages: prompts are built as chat envelopes, counted as rendered
+    return ChatMessagesTokenizer(tokenizer) if cfg.generation.http_api == "chat" else tokenizer
 
 
-def _http_client(cfg: RunConfig, ref: ModelRef, endpoints: list[str]):
+def _http_client(
+    cfg: RunConfig, ref: ModelRef, endpoints: list[str], *, logprobs_kind: str | None = None
+):
     from rmlib.generation.http import HTTPBackend, HTTPTimeouts
 
     served = served_model(cfg, ref.name)
@@ -262,6 +270,8 @@ def _http_client(cfg: RunConfig, ref: ModelRef, endpoints: list[str]):
         api_key=api_key(cfg),
         progress=g.progress,
         context_tokens=context_tokens(cfg),
+        api=g.http_api,
+        logprobs_kind=logprobs_kind or g.http_logprobs_kind,
     )
 
 

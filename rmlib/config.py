@@ -299,6 +299,18 @@ class GenerationSection:
         "key itself is never a parameter: params are written into every run folder.",
         None,
     )
+    http_api: Literal["completions", "chat"] = doc(
+        "backend 'http': the API the servers answer: 'completions' (rendered prompts; vLLM, "
+        "SGLang) or 'chat' (chat messages with per-token log-probs, for servers without a "
+        "completions endpoint; the tokenizer still counts the prompt budgets).",
+        "completions",
+    )
+    http_logprobs_kind: Literal["raw", "processed", "unknown"] = doc(
+        "backend 'http': what the servers' log-probs are, as they were started (no server says "
+        "it in its answers): 'raw' (vLLM --logprobs-mode raw_logprobs), 'processed' (after "
+        "temperature and top-k/top-p), 'unknown'; recorded with every generation.",
+        "unknown",
+    )
     http_concurrency: Count = doc(
         "backend 'http': requests in flight at once, over all endpoints. A server batches only "
         "what it has been sent: 256 is vLLM's default batch limit (--max-num-seqs; 1024 on "

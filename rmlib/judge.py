@@ -26,7 +26,7 @@ import pandas as pd
 from rmlib import prompts
 from rmlib.data.pair import Pair
 from rmlib.generation.base import Backend, Generation, SamplingParams
-from rmlib.verdict import parse_verdict
+from rmlib.verdict import parse_verdict, verdict_token
 
 ROLLOUT_COLUMNS: tuple[str, ...] = (
     "key",
@@ -126,13 +126,17 @@ def judge_pairs(
     budget: Any = None,
     confidence_fraction: float = 0.10,
     enable_thinking: bool = False,
+    verdict_logprobs: bool = False,
 ) -> pd.DataFrame:
     """n judgments of every pair, parsed: the rollout table (one row per pair and sample).
 
     `budget` is a `rmlib.prompts.PromptBudget` (None = its defaults; its Pref. limit applies).
     `correct` is False on a parse failure; `confidence` is `confidence` (above) with
     `confidence_fraction`. `enable_thinking` goes to the chat template (the run's
-    model.enable_thinking).
+    model.enable_thinking). `verdict_logprobs` adds the column `verdict_logprob`: the log-prob of
+    the token that decides the verdict (`rmlib.verdict.verdict_token`; NaN without a verdict or
+    token ids), for a soft reward, and `logprobs_kind` (raw / processed / unknown: what the
+    backend says its log-probs are, rmlib.generation.http); off by default (a few decodes a row).
     """
     budget = budget if budget is not None else prompts.PromptBudget()
     built = [
@@ -156,8 +160,17 @@ def judge_pairs(
                 confidence=confidence(g.logprobs, confidence_fraction),
                 logprobs=list(g.logprobs),
             )
+            if verdict_logprobs:
+                row["verdict_logprob"] = _verdict_logprob(g, tokenizer)
+                row["logprobs_kind"] = g.meta.get("logprobs_kind", "unknown")
             rows.append(row)
-    return _frame(rows, ROLLOUT_COLUMNS)
+    extra = ("verdict_logprob", "logprobs_kind") if verdict_logprobs else ()
+    return _frame(rows, ROLLOUT_COLUMNS + extra)
+
+
+def _verdict_logprob(g: Generation, tokenizer: Any) -> float:
+    t = verdict_token(g.text, g.token_ids, tokenizer.decode)
+    return math.nan if t is None else float(g.logprobs[t])
 
 
 def judge_reflections(

@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import re
 import unicodedata
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Literal
 
@@ -104,6 +105,40 @@ def last_result_content(text: str) -> str | None:
     start = opens[-1].end()
     close = _CLOSE_RESULT.search(text, start)
     return None if close is None else text[start : close.start()]
+
+
+def verdict_position(text: str, task: Task = "pref") -> int | None:
+    """The character index, in `text`, of the digit that decides its verdict (the first index of
+    "<noun> i is better than …" in the last `<Result>` block), or None when it has no verdict.
+
+    After that digit the sentence is forced ("is better than <noun> j"), so the probability the
+    judge gave its verdict is the probability of the token holding this digit.
+    """
+    if not parse_verdict(text, task).ok:
+        return None
+    start = list(_OPEN_RESULT.finditer(text))[-1].end()
+    found = re.search(rf"{_noun(task)}\W*([12])", text[start:], re.IGNORECASE)
+    return None if found is None else start + found.start(1)
+
+
+def verdict_token(
+    text: str, token_ids: Sequence[int], decode: Callable[[list[int]], str], task: Task = "pref"
+) -> int | None:
+    """The index of the generated token holding the verdict's deciding digit, or None (no
+    verdict, or token ids unknown: -1). `decode(ids)` is the tokenizer's decode; prefixes are
+    decoded (a binary search: about log2(T) decodes), so multi-character and multi-byte tokens
+    are placed where the text has them."""
+    pos = verdict_position(text, task)
+    if pos is None or not token_ids or min(token_ids) < 0:
+        return None
+    ids = list(token_ids)
+    lo, hi = 1, len(ids)  # the smallest k whose decoded prefix reaches past `pos`
+    if len(decode(ids)) <= pos:
+        return None
+    while lo < hi:
+        mid = (lo + hi) // 2
+        lo, hi = (lo, mid) if len(decode(ids[:mid])) > pos else (mid + 1, hi)
+    return lo - 1
 
 
 def analysis_text(text: str) -> str:

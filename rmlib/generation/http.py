@@ -84,6 +84,25 @@ within 2 minutes (100.5 s: `HTTPTimeouts.first_error_seconds`), where 600 s x 6 
 run wait an hour before; with several endpoints, one that is down is a notice and the others take
 its requests. rmlib.config's generation.http_* parameters say why each number.
 
+Chat completions (`api="chat"`), for servers without a completions endpoint (hosted APIs, some
+gateways): each prompt is then a *chat envelope*, not rendered text: `chat_prompt(messages,
+chat_template_kwargs)`, which `ChatMessagesTokenizer` makes where the judge renders its prompts
+(it wraps the judge's own tokenizer, so the prompt budgets still count the tokens the server's
+template will produce). The request is POST `<endpoint>/v1/chat/completions` with the messages,
+`logprobs: true` and `top_logprobs` (the `logprobs` setting), the same explicit sampling fields,
+and `chat_template_kwargs` (e.g. `enable_thinking`) in `extra_body`. Per-token log-probs come
+from `choices[].logprobs.content`; a server that returns none is refused with one line naming the
+endpoint (log-probs are the confidence and the soft reward: a judge without them is not one this
+method can use). The generation store keys on the envelope, so a chat judgment and a completions
+judgment of the same pair are different stored samples.
+
+Which log-probs (`logprobs_kind`): no OpenAI-compatible server says in its answer whether its
+log-probs are raw or processed (vLLM's `--logprobs-mode` is a server flag, reported nowhere in
+a completion), so the caller declares what the server was started with: "raw" (vLLM
+`raw_logprobs`, SGLang with SGLANG_RETURN_ORIGINAL_LOGPROB=1), "processed" (vLLM
+`processed_logprobs`, SGLang's default, most hosted APIs), or "unknown" (default). Every
+generation records it in `Generation.meta["logprobs_kind"]`, and judgment tables carry it on.
+
 Errors: the openai client retries connection errors, timeouts and HTTP 408/409/429/5xx itself,
 with exponential backoff (0.5 s doubling to 8 s, jittered; a `Retry-After` of up to 2 minutes
 honoured) up to `max_retries` times (default 1); a request that still fails moves on to the next
@@ -99,6 +118,7 @@ from __future__ import annotations
 
 import asyncio
 import itertools
+import json
 import threading
 import time
 import warnings
@@ -111,11 +131,18 @@ import httpx2
 import openai
 from openai import _constants as openai_constants
 from openai.types import Completion, CompletionChoice
+from openai.types.chat import ChatCompletion
+from openai.types.chat.chat_completion import Choice as ChatChoice
 
 from rmlib.config import GenerationSection
 from rmlib.generation.base import Generation, SamplingParams, sample_seed
 
 SeedMode = Literal["per_sample", "server_n"]
+Api = Literal["completions", "chat"]
+LogprobsKind = Literal["raw", "processed", "unknown"]
+LOGPROBS_KINDS: tuple[str, ...] = ("raw", "processed", "unknown")
+# The prefix of a chat envelope: a prompt that is JSON messages for the chat API, not rendered text
+CHAT_PROMPT_PREFIX = "rmlib-chat-v1:"
 # vLLM request extensions: token ids as "token_id:<id>" strings in `logprobs.tokens`, and the
 # rendered prompt tokenized as is (the chat template already holds the special tokens).
 VLLM_EXTRAS: dict[str, Any] = {"return_tokens_as_token_ids": True, "add_special_tokens": False}
@@ -243,6 +270,10 @@ class HTTPBackend:
     first request each server's `max_model_len` (vLLM lists it in GET /v1/models) must hold it,
     or `ContextTooShortError` says so; a server that reports none gets a one-line warning. None:
     not checked.
+    api: "completions" (default: rendered prompts) or "chat" (chat envelopes, for servers without
+    a completions endpoint; module docstring). logprobs_kind: what the server's log-probs are,
+    as the caller knows from how it was started ("raw", "processed", "unknown"); recorded in
+    every generation's meta.
     """
 
     def __init__(
@@ -259,6 +290,8 @@ class HTTPBackend:
         extra_body: Mapping[str, Any] | None = None,
         progress: bool = True,
         context_tokens: int | None = None,
+        api: Api = "completions",
+        logprobs_kind: LogprobsKind = "unknown",
     ) -> None:
         urls = [endpoints] if isinstance(endpoints, str) else list(endpoints)
         if not urls or not model:
@@ -267,6 +300,14 @@ class HTTPBackend:
             raise ValueError(f"concurrency must be >= 1, got {concurrency}")
         if seed_mode not in ("per_sample", "server_n"):
             raise ValueError(f"seed_mode must be 'per_sample' or 'server_n', got {seed_mode!r}")
+        if api not in ("completions", "chat"):
+            raise ValueError(f"api must be 'completions' or 'chat', got {api!r}")
+        if logprobs_kind not in LOGPROBS_KINDS:
+            raise ValueError(
+                f"logprobs_kind must be one of {LOGPROBS_KINDS}, got {logprobs_kind!r}"
+            )
+        self.api: Api = api
+        self.logprobs_kind: LogprobsKind = logprobs_kind
         self.endpoints = [_api_base(u) for u in urls]
         self.model = model
         self.identity = identity or f"http:{model}"
@@ -434,16 +475,17 @@ class HTTPBackend:
     def _request(
         self, prompt: str, params: SamplingParams, n: int, seed: int | None
     ) -> dict[str, Any]:
-        """Keyword arguments of `completions.create` for one request."""
+        """Keyword arguments of `completions.create` (or `chat.completions.create`) for one
+        request."""
         extra = dict(self.extra_body)
-        request: dict[str, Any] = {
-            "model": self.model,
-            "prompt": prompt,
-            "max_tokens": params.max_new_tokens,
-            "n": n,
-            "logprobs": self.logprobs,
-            "echo": False,
-        }
+        request: dict[str, Any] = {"model": self.model, "max_tokens": params.max_new_tokens, "n": n}
+        if self.api == "chat":
+            messages, template_kwargs = read_chat_prompt(prompt)
+            request.update(messages=messages, logprobs=True, top_logprobs=self.logprobs)
+            if template_kwargs:
+                extra.setdefault("chat_template_kwargs", template_kwargs)
+        else:
+            request.update(prompt=prompt, logprobs=self.logprobs, echo=False)
         if params.do_sample:
             request.update(temperature=params.temperature, top_p=params.top_p, seed=seed)
             extra.setdefault("top_k", params.top_k if params.top_k > 0 else -1)
@@ -487,15 +529,18 @@ class HTTPBackend:
                 url, f"the server answered {len(choices)} choices for n={len(job.samples)}"
             )
         prompt_tokens = answer.usage.prompt_tokens if answer.usage else 0
+        read = _chat_generation if self.api == "chat" else _generation
         try:
-            gens = [_generation(c, prompt_tokens) for c in choices]
+            gens = [read(c, prompt_tokens) for c in choices]  # type: ignore[arg-type]
         except ValueError as e:
             raise self._error(url, str(e)) from None
+        for g in gens:
+            g.meta["logprobs_kind"] = self.logprobs_kind
         self.stats.prompt_tokens += prompt_tokens
         self.stats.generated_tokens += sum(g.n_tokens for g in gens)
         return [((job.prompt, s), g) for s, g in zip(job.samples, gens, strict=True)]
 
-    async def _create(self, request: dict[str, Any]) -> tuple[Completion, str]:
+    async def _create(self, request: dict[str, Any]) -> tuple[Completion | ChatCompletion, str]:
         """One completions request: retried by the client on its endpoint, then on the next.
         Returns the answer and the URL that gave it."""
         attempts, failures = [0], []
@@ -503,9 +548,12 @@ class HTTPBackend:
         token = _ATTEMPTS.set(attempts)
         try:
             for i in self._endpoint_order():
-                url = f"{self.endpoints[i]}/completions"
+                url = f"{self.endpoints[i]}{self._route}"
+                client = self.clients[i]
                 try:
-                    return await self.clients[i].completions.create(**request), url
+                    if self.api == "chat":
+                        return await client.chat.completions.create(**request), url
+                    return await client.completions.create(**request), url
                 except openai.APIStatusError as e:
                     if not _transient(e.status_code):
                         refused = (i, e)
@@ -532,7 +580,7 @@ class HTTPBackend:
 
     async def _refused(self, i: int, e: openai.APIStatusError) -> HTTPBackendError:
         """The error for a request the server refused (retrying cannot help)."""
-        url, message = f"{self.endpoints[i]}/completions", _error_message(e, self.api_key)
+        url, message = f"{self.endpoints[i]}{self._route}", _error_message(e, self.api_key)
         lowered = message.lower()
         about_model = self.model in message or any(
             w in lowered for w in ("model", "lora", "adapter")
@@ -548,6 +596,10 @@ class HTTPBackend:
                 "(vLLM --lora-modules NAME=PATH) or BASE:NAME (SGLang --lora-paths NAME=PATH)."
             )
         return self._status_error(url, e)
+
+    @property
+    def _route(self) -> str:
+        return "/chat/completions" if self.api == "chat" else "/completions"
 
     def _status_error(self, url: str, e: openai.APIStatusError) -> HTTPBackendError:
         message = _error_message(e, self.api_key)
@@ -702,3 +754,83 @@ def _token_ids(tokens: Iterable[str], listed: Any, count: int) -> list[int]:
     if isinstance(listed, list) and len(listed) == count:
         return [int(t) for t in listed]
     return [-1] * count
+
+
+def _chat_generation(choice: ChatChoice, prompt_tokens: int) -> Generation:
+    """A chat completion's choice as a Generation: the message's text, and the per-token
+    log-probs of `logprobs.content` (refused when the server sent none)."""
+    finish = choice.finish_reason
+    if finish not in ("stop", "length"):
+        raise ValueError(f"unexpected finish_reason {finish!r} (want 'stop' or 'length')")
+    content = choice.logprobs.content if choice.logprobs is not None else None
+    text = choice.message.content or ""
+    if content is None or (text and not content):
+        raise ValueError(
+            "the server returned no per-token log-probs (`choices[].logprobs.content`) for a "
+            "chat completion asked with `logprobs: true`: this judge needs them (confidence, "
+            "soft rewards); use a server or model that returns chat log-probs"
+        )
+    ids = _token_ids((t.token for t in content), None, len(content))
+    return Generation(
+        text=text,
+        token_ids=ids,
+        logprobs=[float(t.logprob) for t in content],
+        finish_reason=finish,
+        prompt_tokens=prompt_tokens,
+    )
+
+
+def chat_prompt(messages: Sequence[Mapping[str, str]], template_kwargs: Mapping[str, Any]) -> str:
+    """A chat envelope: the messages (and chat-template keyword arguments) the chat API sends,
+    as one canonical string, so that a prompt stays a string for the store and the backends."""
+    body = {"messages": [dict(m) for m in messages], "chat_template_kwargs": dict(template_kwargs)}
+    return CHAT_PROMPT_PREFIX + json.dumps(body, ensure_ascii=False, sort_keys=True)
+
+
+def read_chat_prompt(prompt: str) -> tuple[list[dict[str, str]], dict[str, Any]]:
+    """(messages, chat-template kwargs) of a chat envelope; a rendered prompt is refused."""
+    if not prompt.startswith(CHAT_PROMPT_PREFIX):
+        raise ValueError(
+            "api='chat' sends messages, but this prompt is rendered text: build the judge's "
+            "prompts with rmlib.generation.http.ChatMessagesTokenizer(tokenizer) in place of "
+            "the tokenizer"
+        )
+    body = json.loads(prompt[len(CHAT_PROMPT_PREFIX) :])
+    return body["messages"], body["chat_template_kwargs"]
+
+
+class ChatMessagesTokenizer:
+    """The judge's tokenizer for the chat API: `apply_chat_template` returns a chat envelope
+    (`chat_prompt`) instead of rendered text; counting an envelope's tokens renders it with the
+    wrapped tokenizer's own template, so the prompt budgets hold as for completions (exactly,
+    when the wrapped tokenizer is the served model's). Everything else is the wrapped tokenizer.
+    """
+
+    def __init__(self, tokenizer: Any) -> None:
+        self.tokenizer = tokenizer
+
+    def apply_chat_template(self, messages: Sequence[Mapping[str, str]], **kwargs: Any) -> str:
+        if kwargs.get("tokenize") or not kwargs.get("add_generation_prompt", False):
+            raise ValueError("a chat envelope is the prompt of a new assistant turn, untokenized")
+        template = {k: v for k, v in kwargs.items() if k not in _RENDER_KEYS}
+        return chat_prompt(messages, template)
+
+    def __call__(self, text: str, **kwargs: Any) -> Any:
+        return self.tokenizer(self._rendered(text), **kwargs)
+
+    def _rendered(self, text: str) -> str:
+        if not text.startswith(CHAT_PROMPT_PREFIX):
+            return text
+        messages, template = read_chat_prompt(text)
+        return self.tokenizer.apply_chat_template(
+            messages, tokenize=False, add_generation_prompt=True, **template
+        )
+
+    def __getattr__(self, name: str) -> Any:  # encode, decode, chat_template, …
+        return getattr(self.tokenizer, name)
+
+
+# apply_chat_template's own switches, not the template's variables
+_RENDER_KEYS = frozenset(
+    {"tokenize", "add_generation_prompt", "return_dict", "continue_final_message"}
+)

@@ -61,8 +61,11 @@ class GenerationStore:
     def __init__(self, path: str | Path, *, timeout: float = 60.0) -> None:
         self.path = Path(path)
         self.path.parent.mkdir(parents=True, exist_ok=True)
-        # timeout: wait for another process's write instead of failing with "database is locked"
-        self._db = sqlite3.connect(self.path, timeout=timeout)
+        # timeout: wait for another process's write instead of failing with "database is locked".
+        # check_same_thread=False: a store is used by one thread at a time, but not always the one
+        # that opened it (a GRPO reward function runs the judge in a worker thread); Python's
+        # sqlite3 here is serialized (threadsafety 3), so a shared connection is safe
+        self._db = sqlite3.connect(self.path, timeout=timeout, check_same_thread=False)
         with self._readable():
             self._db.execute("PRAGMA journal_mode=WAL")
             self._db.execute("PRAGMA synchronous=NORMAL")  # WAL + NORMAL: commits survive a kill

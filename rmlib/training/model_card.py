@@ -52,6 +52,8 @@ def write_model_card(out: Path, meta: dict[str, Any]) -> Path:
         "|---|---|",
         *[f"| {k} | {v} |" for k, v in settings.items()],
         "",
+        *usage_lines(out, meta),
+        "",
         "## Evaluation",
         "",
         evaluation or _EMPTY_EVALUATION,
@@ -59,6 +61,70 @@ def write_model_card(out: Path, meta: dict[str, Any]) -> Path:
     ]
     path.write_text("\n".join(lines))
     return path
+
+
+# A judgment's and a reflection's token cap at inference (rmlib.reflect.settings' defaults): the
+# served context must hold the longest prompt plus this
+_CARD_NEW_TOKENS = 1024
+
+
+def usage_lines(out: Path, meta: dict[str, Any]) -> list[str]:
+    """The card's "Use" section: the adapter judging pairs (`rmlib judge`), served by `vllm
+    serve`, and as the reward of a TRL GRPO (`rmlib.reward_judge`), with this adapter's
+    backbone, rank, prompt budget and prompt settings filled in."""
+    from rmlib.generation.vllm import vllm_lora_rank
+
+    prov = meta.get("provenance") or {}
+    name, backbone = out.name, meta["backbone"]
+    thinking = bool(meta.get("enable_thinking"))
+    with_result = bool(prov.get("critique_with_result", False))
+    context = int((prov.get("budget") or {}).get("max_reflection_prompt_tokens", 8192))
+    context += _CARD_NEW_TOKENS
+    rank = vllm_lora_rank(int(meta["settings"].get("lora_r", 16)))
+    shown = f"enable_thinking={thinking}, critique_with_result={with_result}"
+    return [
+        "## Use",
+        "",
+        "Prompts must be shown as in training: rmlib's judgment prompts "
+        f"({prov.get('prompt_version', 'reflectrm-v1')}), {shown}.",
+        "",
+        "Judge pairs (a jsonl of `prompt`, `response_a`, `response_b`; or `--source` a "
+        "benchmark), both orders, ReflectRM's two stages; `rmlib score` reads the output:",
+        "",
+        "```bash",
+        f"rmlib judge pairs.jsonl --model {backbone} --adapter {out} \\",
+        "    --method reflectrm --orders both -o predictions.jsonl",
+        "```",
+        "",
+        "Serve it with vLLM (raw log-probs: the confidence and soft rewards read them; the "
+        "checkpoint's sampling defaults off), then judge over HTTP:",
+        "",
+        "```bash",
+        f"vllm serve {backbone} --enable-lora --max-lora-rank {rank} \\",
+        f"    --lora-modules {name}={out} --max-model-len {context} \\",
+        "    --logprobs-mode raw_logprobs --generation-config vllm --port 8000",
+        f"rmlib judge pairs.jsonl --endpoint http://127.0.0.1:8000 --model {backbone} \\",
+        f"    --served-model {name} -o predictions.jsonl",
+        "```",
+        "",
+        "As the reward of a TRL GRPO (async, batched; each completion against the dataset's "
+        "`reference` column in both orders, or `opponent='group'` within its group on one "
+        "process; `soft=True` for the verdict's probability; `method='reflectrm'` for both "
+        "stages):",
+        "",
+        "```python",
+        "from rmlib.reward_judge import http_judge",
+        "",
+        f'judge = http_judge("http://127.0.0.1:8000", "{name}", "{backbone}", "judge.sqlite",',
+        '                   logprobs_kind="raw", config={"opponent": "reference"},',
+        f"                   enable_thinking={thinking}, critique_with_result={with_result})",
+        "trainer = GRPOTrainer(model=..., reward_funcs=[judge], train_dataset=..., args=...)",
+        "```",
+        "",
+        "verl: `custom_reward_function.path=<rmlib>/reward_judge.py`, `name=compute_score`, "
+        "`reward_kwargs` = the same arguments (`endpoint`, `model`, `tokenizer`, `store`, ...); "
+        "the prompt in each row's `extra_info.prompt`.",
+    ]
 
 
 def _base_lines(base: dict[str, str]) -> list[str]:

@@ -1,0 +1,551 @@
+"""The judge as the reward of someone else's GRPO: a TRL `reward_funcs` callable (`JudgeReward`)
+and a verl custom reward function (`compute_score`, `compute_score_batch`).
+
+Not the reward of our own training (`rmlib.training.reward` scores a judgment against its label):
+here the judge scores a *policy's* completions, by comparing each with an opponent:
+
+- `opponent="reference"`: the completion against the dataset column `reference_column` (e.g. a
+  chosen answer); the reward is the share of its comparisons the completion wins;
+- `opponent="group"`: against every other completion of its group (TRL's `num_generations`
+  completions of one prompt): G(G-1)/2 comparisons per group, G-1 for each completion;
+- `opponent="round_robin"`: against its two neighbours in a ring of the group: G comparisons per
+  group, 2 for each completion (cheaper for large G; the same for G <= 3).
+
+With `both_orders` (default) every comparison is judged with the completion first and second, so
+the judge's position bias cancels (a judge that always says "Response 1" gives every completion
+0.5). Every comparison of a call goes to the judge in one batched call (`rmlib.judge.judge_pairs`,
+or ReflectRM's two stages, `rmlib.reflect.method.run_reflectrm`, with `method="reflectrm"`),
+through the backend given: pass a `CachedBackend` so each judgment is stored and a restarted
+training re-scores a batch from the store. `soft=True` rewards with the verdict's probability,
+exp of the log-prob of the token that decides it (`rmlib.verdict.verdict_token`): P(completion
+wins), from a judge whose log-probs are the raw distribution's (module `rmlib.generation.http`
+on `logprobs_kind`; each comparison records what the backend declared).
+
+TRL (1.16) calls a reward function in each process with that process's slice of the generation
+batch, as `f(prompts=, completions=, completion_ids=, **dataset_columns, trainer_state=, ...)`,
+and awaits it when it is a coroutine function (in parallel with the other async rewards, on its
+own event loop): `JudgeReward.__call__` is async and runs the (blocking) judge in a worker
+thread. A group can span processes: group opponents are refused under more than one process
+(one process, or `opponent="reference"`, which needs no group).
+
+verl: `compute_score(data_source, solution_str, ground_truth, extra_info=None, **reward_kwargs)`
+as verl documents a custom reward function: the interface of verl 0.4 (mid-2025; its
+docs/preparation/reward_function.rst "last updated 06/02/2025": `custom_reward_function.path` /
+`.name`; verl/trainer/ppo/reward.py `get_custom_reward_fn` passes
+`custom_reward_function.reward_kwargs` as keyword arguments). The ground truth is the reference
+completion; the prompt is `extra_info[prompt_key]`; the judge is named by the reward kwargs
+(`http_judge`'s arguments) and made once per process. `compute_score_batch` is the same over
+lists, as verl's batch reward manager calls it (`data_sources=, solution_strs=, ground_truths=,
+extra_infos=`; one judge call per batch).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import json
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Literal
+
+import pandas as pd
+
+from rmlib import judge
+from rmlib.config import PARAMS, Count, doc
+from rmlib.data.pair import Pair
+from rmlib.generation.base import Backend
+from rmlib.prompts import PromptBudget
+from rmlib.reflect.settings import ReflectConfig
+from rmlib.training.reward import completion_text
+
+Opponent = Literal["reference", "group", "round_robin"]
+Method = Literal["greedy", "reflectrm"]
+COMPARISON_COLUMNS: tuple[str, ...] = (
+    "comparison",
+    "order",
+    "first",
+    "second",
+    "verdict",
+    "winner",
+    "p_first",
+    "logprobs_kind",
+    "text",
+)
+REFERENCE = -1  # the `first`/`second` index of a reference completion in the comparison table
+
+
+@dataclass
+class RewardJudgeConfig:
+    """How the judge turns comparisons into rewards (module docstring)."""
+
+    __pydantic_config__ = PARAMS
+
+    opponent: Opponent = doc(
+        "What each completion is judged against: 'reference' (the dataset column "
+        "`reference_column`), 'group' (every other completion of its group) or 'round_robin' "
+        "(its two neighbours in a ring of the group).",
+        "reference",
+    )
+    reference_column: str = doc(
+        "The dataset column holding the reference completion (opponent 'reference').", "reference"
+    )
+    both_orders: bool = doc(
+        "Judge each comparison with the completion first and second, so the judge's position "
+        "bias cancels in the reward.",
+        True,
+    )
+    method: Method = doc(
+        "'greedy' (one greedy judgment per comparison and order) or 'reflectrm' (the two stages: "
+        "`inference.n_samples` sampled judgments, the anchor and its reflections).",
+        "greedy",
+    )
+    soft: bool = doc(
+        "Reward with the verdict's probability (exp of its deciding token's log-prob) instead "
+        "of 0/1 wins; method 'greedy' only.",
+        False,
+    )
+    unparsed_reward: float | None = doc(
+        "The reward of a completion none of whose comparisons gave a verdict: 0.5 is no "
+        "preference; None hands TRL a missing reward (NaN).",
+        0.5,
+    )
+    group_size: Count | None = doc(
+        "Completions per prompt (TRL's num_generations) for the group opponents; None = runs of "
+        "equal consecutive prompts (TRL keeps a group's completions together).",
+        None,
+    )
+    inference: ReflectConfig = doc(
+        "The judge's settings (rmlib.reflect.settings): max_new_tokens for 'greedy'; n_samples, "
+        "temperature, reflection_max_new_tokens, seed for 'reflectrm' (orders and baselines are "
+        "this config's, not the inference section's).",
+        ReflectConfig(n_samples=4, run_greedy=False, run_random_anchor=False),
+    )
+
+    def __post_init__(self) -> None:
+        if self.opponent not in ("reference", "group", "round_robin"):
+            raise ValueError(f"unknown opponent {self.opponent!r}")
+        if self.method not in ("greedy", "reflectrm"):
+            raise ValueError(f"unknown method {self.method!r}")
+        if self.soft and self.method != "greedy":
+            raise ValueError("soft rewards read one verdict's log-prob: method 'greedy' only")
+
+
+@dataclass(frozen=True)
+class _Comparison:
+    """One judged order: `pair.response1` is completion `first`, `response2` is `second`."""
+
+    pair: Pair
+    index: int  # the comparison (both orders share it)
+    first: int
+    second: int
+
+
+class JudgeReward:
+    """A TRL reward function (async, batched) scoring completions with the judge.
+
+    backend: the judge (a CachedBackend over rmlib's vLLM, transformers or HTTP backend).
+    tokenizer: the judge's tokenizer (`ChatMessagesTokenizer(tok)` with an `api="chat"` HTTP
+    backend). budget: a `rmlib.prompts.PromptBudget` (None: its defaults). enable_thinking,
+    critique_with_result: how prompts are shown, as the judge was trained (its run's
+    model.enable_thinking and prompts.critique_with_result). reflection_backend: stage 2 on
+    another model (method 'reflectrm'). After each call, `last` holds the comparison table
+    (`COMPARISON_COLUMNS`) and `rewards` the rewards returned.
+    """
+
+    def __init__(
+        self,
+        backend: Backend,
+        tokenizer: Any,
+        config: RewardJudgeConfig | None = None,
+        *,
+        budget: Any = None,
+        enable_thinking: bool = False,
+        critique_with_result: bool = False,
+        reflection_backend: Backend | None = None,
+        name: str = "reflectrm_judge",
+    ) -> None:
+        self.backend = backend
+        self.tokenizer = tokenizer
+        self.config = config or RewardJudgeConfig()
+        self.budget = budget
+        self.enable_thinking = enable_thinking
+        self.critique_with_result = critique_with_result
+        self.reflection_backend = reflection_backend
+        self.__name__ = name  # TRL names the reward's metrics after it
+        self.last = pd.DataFrame(columns=list(COMPARISON_COLUMNS))
+        self.rewards: list[float | None] = []
+
+    async def __call__(
+        self, prompts: Sequence[Any], completions: Sequence[Any], **kwargs: Any
+    ) -> list[float | None]:
+        """TRL's call: one reward per completion (dataset columns arrive as keyword arguments)."""
+        references = self._references(kwargs)
+        self._check_processes()
+        rewards = await asyncio.to_thread(self.score, prompts, completions, references)
+        log_metric = kwargs.get("log_metric")
+        if callable(log_metric) and len(self.last):
+            log_metric(f"{self.__name__}/parsed", float(self.last["verdict"].notna().mean()))
+        return rewards
+
+    def score(
+        self,
+        prompts: Sequence[Any],
+        completions: Sequence[Any],
+        references: Sequence[Any] | None = None,
+    ) -> list[float | None]:
+        """The rewards of `completions` (each answering its `prompts` entry), synchronously."""
+        if len(prompts) != len(completions):
+            raise ValueError(f"{len(prompts)} prompts for {len(completions)} completions")
+        comparisons = _comparisons(prompts, completions, references, self.config)
+        verdicts = self._verdicts(comparisons)
+        self.last = _table(comparisons, verdicts)
+        self.rewards = _rewards(self.last, len(completions), self.config)
+        return self.rewards
+
+    # ------------------------------------------------------------------ judging
+
+    def _verdicts(self, comparisons: list[_Comparison]) -> pd.DataFrame:
+        """verdict, p_first (soft), logprobs_kind and text of each comparison, in order."""
+        pairs = [c.pair for c in comparisons]
+        cfg = self.config
+        if not pairs:
+            return pd.DataFrame(columns=["verdict", "p_first", "logprobs_kind", "text"])
+        if cfg.method == "greedy":
+            rows = judge.judge_pairs(
+                pairs,
+                self.backend,
+                self.tokenizer,
+                n=1,
+                params=cfg.inference.greedy_params(),
+                budget=self.budget,
+                confidence_fraction=cfg.inference.confidence_fraction,
+                enable_thinking=self.enable_thinking,
+                verdict_logprobs=True,
+            )
+            p = rows["verdict_logprob"].astype(float).map(math.exp)
+            first_won = (rows["choice"] == 1).fillna(False).astype(bool)
+            p_first = p.where(first_won, 1 - p)
+            return pd.DataFrame(
+                {
+                    "verdict": rows["choice"].to_numpy(),
+                    "p_first": p_first.to_numpy(dtype=float),
+                    "logprobs_kind": rows["logprobs_kind"].to_numpy(),
+                    "text": rows["text"].to_numpy(),
+                }
+            )
+        return self._reflectrm(pairs)
+
+    def _reflectrm(self, pairs: list[Pair]) -> pd.DataFrame:
+        from rmlib.reflect.method import run_reflectrm
+
+        # the orders are this config's; the baselines are not rewards
+        cfg = dataclasses.replace(
+            self.config.inference,
+            both_orders=False,
+            swapped_pairs=None,
+            run_greedy=False,
+            run_random_anchor=False,
+        )
+        result = run_reflectrm(
+            pairs,
+            self.backend,
+            self.tokenizer,
+            cfg,
+            self.budget,
+            critique_with_result=self.critique_with_result,
+            enable_thinking=self.enable_thinking,
+            reflection_backend=self.reflection_backend,
+        )
+        preds = result.predictions[result.predictions["method"] == "reflectrm"]
+        verdict = preds.set_index("key")["verdict"]
+        keys = [p.key for p in pairs]
+        return pd.DataFrame(
+            {
+                "verdict": verdict.reindex(keys).to_numpy(),
+                "p_first": math.nan,
+                "logprobs_kind": None,
+                "text": None,  # a two-stage verdict has many texts: result tables hold them
+            }
+        )
+
+    # ------------------------------------------------------------------ TRL's arguments
+
+    def _references(self, kwargs: Mapping[str, Any]) -> Sequence[Any] | None:
+        if self.config.opponent != "reference":
+            return None
+        column = self.config.reference_column
+        if column not in kwargs:
+            columns = sorted(k for k in kwargs if k not in _TRL_KWARGS)
+            raise KeyError(
+                f"opponent 'reference' reads the dataset column {column!r}, which this batch "
+                f"lacks (its columns: {columns}): add it, or set reference_column"
+            )
+        return kwargs[column]
+
+    def _check_processes(self) -> None:
+        if self.config.opponent == "reference":
+            return
+        from accelerate import PartialState
+
+        n = PartialState().num_processes
+        if n > 1:
+            raise RuntimeError(
+                f"opponent {self.config.opponent!r} compares completions within their group, but "
+                f"TRL hands each of the {n} processes its own slice of the batch and a group can "
+                "span processes: train on one process, or use opponent 'reference'"
+            )
+
+
+_TRL_KWARGS = frozenset(
+    {"trainer_state", "log_extra", "log_metric", "environments", "completion_ids"}
+)
+
+
+# ---------------------------------------------------------------------- comparisons
+
+
+def _comparisons(
+    prompts: Sequence[Any],
+    completions: Sequence[Any],
+    references: Sequence[Any] | None,
+    cfg: RewardJudgeConfig,
+) -> list[_Comparison]:
+    """Each comparison in the given order (and swapped, with `both_orders`), in one list."""
+    texts = [completion_text(c) for c in completions]
+    if cfg.opponent == "reference":
+        if references is None or len(references) != len(texts):
+            raise ValueError("opponent 'reference' needs one reference per completion")
+        refs = [completion_text(r) for r in references]
+        matchups = [(i, REFERENCE, refs[i]) for i in range(len(texts))]
+    else:
+        matchups = [
+            (i, j, texts[j])
+            for group in _groups(prompts, cfg.group_size)
+            for i, j in _group_matchups(group, cfg.opponent)
+        ]
+    out: list[_Comparison] = []
+    for k, (i, j, other) in enumerate(matchups):
+        pair = Pair(
+            id=f"c{k}",
+            source="reward",
+            subset=cfg.opponent,
+            context=_context(prompts[i]),
+            response1=texts[i],
+            response2=other,
+            label=1,  # unused: who won is read from the verdict and the slots
+        )
+        out.append(_Comparison(pair, k, i, j))
+        if cfg.both_orders:
+            out.append(_Comparison(pair.swapped(), k, j, i))
+    return out
+
+
+def _groups(prompts: Sequence[Any], size: int | None) -> list[list[int]]:
+    """Completion indices by group: blocks of `size`, or runs of equal consecutive prompts."""
+    n = len(prompts)
+    if size is not None:
+        if n % size:
+            raise ValueError(f"{n} completions do not split into groups of {size}")
+        groups = [list(range(s, s + size)) for s in range(0, n, size)]
+        for g in groups:
+            if any(_key(prompts[i]) != _key(prompts[g[0]]) for i in g):
+                raise ValueError(f"completions {g} form a group of different prompts")
+        return groups
+    groups: list[list[int]] = []
+    for i in range(n):
+        if groups and _key(prompts[i]) == _key(prompts[groups[-1][0]]):
+            groups[-1].append(i)
+        else:
+            groups.append([i])
+    return groups
+
+
+def _group_matchups(group: list[int], opponent: str) -> list[tuple[int, int]]:
+    """The unordered comparisons of one group: every pair, or a ring of neighbours."""
+    g = len(group)
+    if opponent == "group" or g <= 3:  # a ring of 3 is every pair
+        return [(group[a], group[b]) for a in range(g) for b in range(a + 1, g)]
+    return [(group[a], group[(a + 1) % g]) for a in range(g)]
+
+
+def _key(prompt: Any) -> str:
+    return prompt if isinstance(prompt, str) else json.dumps(prompt, sort_keys=True, default=str)
+
+
+def _context(prompt: Any) -> tuple[dict[str, str], ...]:
+    """A TRL prompt (text, or conversational messages) as a Pair's context."""
+    if isinstance(prompt, str):
+        return ({"role": "user", "content": prompt},)
+    return tuple({"role": m["role"], "content": completion_text([m])} for m in prompt)
+
+
+# ---------------------------------------------------------------------- rewards
+
+
+def _table(comparisons: list[_Comparison], verdicts: pd.DataFrame) -> pd.DataFrame:
+    df = pd.DataFrame(
+        {
+            "comparison": [c.index for c in comparisons],
+            "order": [c.pair.order for c in comparisons],
+            "first": [c.first for c in comparisons],
+            "second": [c.second for c in comparisons],
+        }
+    )
+    for col in ("verdict", "p_first", "logprobs_kind", "text"):
+        df[col] = verdicts[col].to_numpy() if len(verdicts) else []
+    df["verdict"] = df["verdict"].astype("Int64")
+    winner = df["first"].where(df["verdict"] == 1, df["second"])
+    df["winner"] = winner.where(df["verdict"].notna()).astype("Int64")
+    return df[list(COMPARISON_COLUMNS)]
+
+
+def _rewards(table: pd.DataFrame, n: int, cfg: RewardJudgeConfig) -> list[float | None]:
+    """Each completion's mean credit over its judged comparisons: 1 a win, 0 a loss (soft: its
+    probability of winning); `cfg.unparsed_reward` where none of them gave a verdict."""
+    credits: list[list[float]] = [[] for _ in range(n)]
+    for row in table.itertuples(index=False):
+        if pd.isna(row.verdict):
+            continue
+        if cfg.soft and pd.isna(row.p_first):
+            raise ValueError(
+                "a soft reward needs the verdict token's log-prob, and this judgment has no "
+                "token ids (a server answering token strings: vLLM's return_tokens_as_token_ids "
+                "gives ids): use soft=False"
+            )
+        p_first = float(row.p_first) if cfg.soft else float(row.verdict == 1)
+        for who, credit in ((row.first, p_first), (row.second, 1.0 - p_first)):
+            if who != REFERENCE:
+                credits[who].append(credit)
+    return [sum(c) / len(c) if c else cfg.unparsed_reward for c in credits]
+
+
+# ---------------------------------------------------------------------- an HTTP judge, verl
+
+
+def http_judge(
+    endpoint: str | Sequence[str],
+    model: str,
+    tokenizer: str,
+    store: str | Path,
+    *,
+    api: Literal["completions", "chat"] = "completions",
+    logprobs_kind: Literal["raw", "processed", "unknown"] = "unknown",
+    api_key: str | None = None,
+    extra_body: Mapping[str, Any] | None = None,
+    config: RewardJudgeConfig | Mapping[str, Any] | None = None,
+    budget: Any = None,
+    enable_thinking: bool = False,
+    critique_with_result: bool = False,
+    progress: bool = False,
+) -> JudgeReward:
+    """A `JudgeReward` over an OpenAI-compatible server (`vllm serve`; module
+    rmlib.generation.http), every judgment stored in the SQLite file `store`.
+
+    tokenizer: the judge's (a hub id, a local folder, or an embedded name) to render and count
+    prompts. api / logprobs_kind / api_key / extra_body: `HTTPBackend`'s. config: a
+    `RewardJudgeConfig` or its fields as a mapping (verl's reward kwargs are plain values).
+    budget: a `rmlib.prompts.PromptBudget` or its fields (None: its defaults), within the
+    server's --max-model-len less the judgment's max_new_tokens.
+    """
+    from rmlib.generation.http import ChatMessagesTokenizer, HTTPBackend
+    from rmlib.generation.store import CachedBackend, GenerationStore
+    from rmlib.models import load_tokenizer
+
+    http = HTTPBackend(
+        endpoint,
+        model,
+        api=api,
+        logprobs_kind=logprobs_kind,
+        api_key=api_key,
+        extra_body=extra_body,
+        progress=progress,
+    )
+    backend = CachedBackend(http, GenerationStore(store), progress=progress)
+    tok = load_tokenizer(tokenizer)
+    if isinstance(config, Mapping):
+        config = _config_from(config)
+    if isinstance(budget, Mapping):
+        budget = PromptBudget(**budget)
+    return JudgeReward(
+        backend,
+        ChatMessagesTokenizer(tok) if api == "chat" else tok,
+        config,
+        budget=budget,
+        enable_thinking=enable_thinking,
+        critique_with_result=critique_with_result,
+    )
+
+
+def _config_from(fields: Mapping[str, Any]) -> RewardJudgeConfig:
+    fields = dict(fields)
+    if isinstance(fields.get("inference"), Mapping):
+        fields["inference"] = ReflectConfig(**fields["inference"])
+    return RewardJudgeConfig(**fields)
+
+
+_VERL_JUDGES: dict[str, JudgeReward] = {}
+
+
+def _verl_judge(judge_kwargs: Mapping[str, Any]) -> JudgeReward:
+    """One judge per process and settings: verl calls compute_score once per response."""
+    key = json.dumps(judge_kwargs, sort_keys=True, default=str)
+    if key not in _VERL_JUDGES:
+        kwargs = dict(judge_kwargs)
+        config = dict(kwargs.pop("config", None) or {})
+        if config.get("opponent", "reference") != "reference":
+            raise ValueError(
+                "verl scores one response against its ground truth: opponent 'reference'"
+            )
+        _VERL_JUDGES[key] = http_judge(config=config, **kwargs)
+    return _VERL_JUDGES[key]
+
+
+def compute_score_batch(
+    data_sources: Sequence[str],
+    solution_strs: Sequence[str],
+    ground_truths: Sequence[str],
+    extra_infos: Sequence[Mapping[str, Any] | None],
+    *,
+    prompt_key: str = "prompt",
+    **judge_kwargs: Any,
+) -> list[float]:
+    """verl's batch form: the rewards of `solution_strs` against their ground truths (reference
+    completions), judged in one call. `extra_infos[i][prompt_key]`: the prompt (text or chat
+    messages). judge_kwargs: `http_judge`'s arguments (verl's reward_kwargs)."""
+    reward = _verl_judge(judge_kwargs)
+    prompts = [_verl_prompt(info, prompt_key) for info in extra_infos]
+    scores = reward.score(prompts, list(solution_strs), list(ground_truths))
+    # verl wants a number for every response: a missing reward is no preference
+    return [0.5 if s is None else float(s) for s in scores]
+
+
+def compute_score(
+    data_source: str,
+    solution_str: str,
+    ground_truth: str,
+    extra_info: Mapping[str, Any] | None = None,
+    **reward_kwargs: Any,
+) -> float:
+    """verl's custom reward function (verl 0.4's interface; module docstring): the judge's
+    reward of `solution_str` against `ground_truth`, a reference completion.
+
+    In verl's config: `custom_reward_function.path=<rmlib>/reward_judge.py`,
+    `custom_reward_function.name=compute_score`, and `custom_reward_function.reward_kwargs`
+    holding `endpoint`, `model`, `tokenizer`, `store` (and any other `http_judge` argument,
+    `prompt_key`); the dataset's `extra_info` holds the prompt under `prompt_key` ("prompt").
+    """
+    return compute_score_batch(
+        [data_source], [solution_str], [ground_truth], [extra_info], **reward_kwargs
+    )[0]
+
+
+def _verl_prompt(info: Mapping[str, Any] | None, key: str) -> Any:
+    if not info or key not in info:
+        raise KeyError(
+            f"the judge needs each response's prompt: put it in the dataset's extra_info under "
+            f"{key!r} (or pass prompt_key in reward_kwargs); extra_info has {sorted(info or {})}"
+        )
+    prompt = info[key]
+    return list(prompt) if not isinstance(prompt, str) else prompt
