@@ -613,7 +613,18 @@ def _sections(data: dict[str, Any], source: str) -> RunConfig:
     }
     cfg = RunConfig(sections=sections, source=source)
     _check_sources(cfg)
+    _check_batch(cfg)
     return cfg
+
+
+def _check_batch(cfg: RunConfig) -> None:
+    """The GRPO batch is valid on run.gpus processes, as TRL divides it (grpo_config.batch_plan)."""
+    from rmlib.training.grpo_config import batch_plan
+
+    try:
+        batch_plan(cfg.grpo, cfg.run.gpus)
+    except ValueError as e:
+        raise ConfigError(f"{cfg.source}: 'grpo' on run.gpus = {cfg.run.gpus}: {e}") from None
 
 
 def _check_sources(cfg: RunConfig) -> None:
