@@ -146,7 +146,9 @@ class RunSection:
     description: str = doc("One line saying what this profile is for.", "")
     gpus: Count = doc(
         "GPUs the run uses on one node: GRPO trains with one process per GPU (accelerate) and "
-        "evaluation spreads over one engine per GPU. 1 = a single GPU (or the CPU).",
+        "evaluation spreads over one engine per GPU. 1 = a single GPU (or the CPU). The grpo "
+        "micro-batch and accumulation are per process: a step is N times larger unless the "
+        "accumulation is divided by N.",
         1,
     )
     gpu_class: str | None = doc(

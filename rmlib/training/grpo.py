@@ -58,7 +58,7 @@ from typing import Any
 
 from rmlib.config import ConfigError, config_from_dict, read_yaml
 from rmlib.training.colocate import adapter_bases
-from rmlib.training.grpo_config import GRPOSettings
+from rmlib.training.grpo_config import GRPOSettings, batch_plan
 from rmlib.training.grpo_trainer import build_trainer
 from rmlib.training.model_card import write_model_card
 
@@ -226,6 +226,11 @@ def _run_spec(path: str) -> int:
 
     follow_launcher()
     job = TrainJob.load(path)
+    try:  # on the processes this launch started (a hand `accelerate launch` may differ from
+        # run.gpus), before any model loads
+        batch_plan(job.grpo_settings(), int(os.environ.get("WORLD_SIZE", 1)))
+    except ValueError as e:
+        raise SystemExit(f"{path}: grpo: {e}") from None
     dataset, provenance = load_mix(job.mix)
     train_grpo(
         dataset,

@@ -10,7 +10,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from rmlib.training.grpo_config import GRPOSettings, batch_plan, grpo_args, lora_config
+from rmlib.training.grpo_config import GRPOSettings, grpo_args, lora_config
 from rmlib.training.progress import progress_callback
 from rmlib.training.reward import JudgmentReward
 
@@ -176,9 +176,6 @@ def build_trainer(
     from rmlib.training.colocate import colocated_generation
 
     check_dataset(dataset)
-    # under accelerate launch (torchrun) WORLD_SIZE is the number of processes: refuse a batch
-    # TRL would split unevenly before the model loads
-    batch_plan(cfg, int(os.environ.get("WORLD_SIZE", "1")))
     if cfg.use_vllm and precision == "nf4" and cfg.vllm_enable_sleep_mode:
         # QLoRA colocate serves the policy as an adapter on the engine's own unquantized base:
         # TRL's sleep (level 2) discards that base, and its wake-up re-pushes weights from the

@@ -23,8 +23,8 @@ it when its launcher dies (`follow_launcher`), so no rank outlives a killed run 
 from __future__ import annotations
 
 import codecs
-import json
 import ctypes
+import json
 import os
 import signal
 import subprocess
@@ -104,10 +104,11 @@ def run_job(job: TrainJob, processes: int = 1) -> int:
     output is relayed as it comes (tqdm's carriage returns included); a failure raises with the
     command and the end of that output. Interrupted, the child and its ranks are stopped too.
     """
-    plan = batch_plan(job.grpo_settings(), processes)  # raises ValueError, with processes < 1 too
+    settings = job.grpo_settings()
+    plan = batch_plan(settings, processes)  # raises ValueError, with processes < 1 too
     cmd = command(job.save(), processes)
     if processes > 1:
-        print(f"GRPO on {processes} processes (accelerate launch): {plan.line(job.grpo_settings())}")
+        print(f"GRPO on {processes} processes (accelerate launch): {plan.line(settings)}")
     # unbuffered: a pipe would otherwise hold the child's progress lines until ~8 KB piled up
     env = {**os.environ, "PYTHONUNBUFFERED": "1"}
     child = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=env)
