@@ -140,6 +140,23 @@ def test_a_job_refuses_a_batch_its_launch_cannot_split(tmp_path, monkeypatch):
         main(["--spec", str(path)])
 
 
+def test_a_child_is_no_rank_of_a_stale_rendezvous(tmp_path, monkeypatch, capfd):
+    """A kernel that built a colocated trainer holds TRL's RANK / WORLD_SIZE / MASTER_PORT; the
+    child must not inherit them (it would check its batch for, and join, a world that is gone)."""
+    import rmlib.training.launch as launch
+
+    for name in launch.DISTRIBUTED_ENV:
+        monkeypatch.setenv(name, "3")
+    probe = "import os; print('inherited:', sorted(set(os.environ) & set({names!r})))"
+    monkeypatch.setattr(
+        launch,
+        "command",
+        lambda spec, n: [sys.executable, "-c", probe.format(names=launch.DISTRIBUTED_ENV)],
+    )
+    run_job(job(tmp_path))
+    assert "inherited: []" in capfd.readouterr().out
+
+
 def test_a_failed_child_raises_with_its_own_words(tmp_path, capfd):
     """The child's error (here: no training mix) reaches the notebook twice: relayed as it is
     printed, and at the end of the parent's exception."""

@@ -43,6 +43,12 @@ TAIL_CHARS = 4000
 STOP_GRACE_S = 35
 # Linux prctl(2) option: the signal a process gets when its parent dies
 PR_SET_PDEATHSIG = 1
+# torch.distributed's rendezvous variables: TRL's colocate mode writes them into any process that
+# builds a trainer, so a kernel may hold stale ones; the child gets torchrun's own, or none
+DISTRIBUTED_ENV = (
+    "RANK", "LOCAL_RANK", "WORLD_SIZE", "LOCAL_WORLD_SIZE", "GROUP_RANK", "MASTER_ADDR",
+    "MASTER_PORT",
+)  # fmt: skip
 
 
 @dataclass
@@ -110,7 +116,8 @@ def run_job(job: TrainJob, processes: int = 1) -> int:
     if processes > 1:
         print(f"GRPO on {processes} processes (accelerate launch): {plan.line(settings)}")
     # unbuffered: a pipe would otherwise hold the child's progress lines until ~8 KB piled up
-    env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+    env = {k: v for k, v in os.environ.items() if k not in DISTRIBUTED_ENV}
+    env["PYTHONUNBUFFERED"] = "1"
     child = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=env)
     decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")  # chunks split characters
     tail = ""
