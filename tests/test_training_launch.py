@@ -168,6 +168,15 @@ def test_a_failed_child_raises_with_its_own_words(tmp_path, capfd):
         run_job(job(tmp_path), processes=0)
 
 
+def test_failed_ranks_fail_the_launch_with_their_words(tmp_path, capfd):
+    """Under accelerate (two ranks), a rank's error stops the launch, non-zero, and its words
+    reach the parent's exception as with one process."""
+    with pytest.raises(RuntimeError, match=r"own process \(exit [1-9]") as failed:
+        run_job(job(tmp_path), processes=2)
+    assert "not a saved training mix" in str(failed.value)
+    assert "accelerate.commands.launch" in str(failed.value)
+
+
 # A stand-in for torchrun: starts a rank in a session of its own (as torchrun does), then waits.
 LAUNCHER = """
 import os, subprocess, sys, time
