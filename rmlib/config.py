@@ -147,7 +147,9 @@ class RunSection:
     description: str = doc("One line saying what this profile is for.", "")
     gpus: Count = doc(
         "GPUs the run uses on one node: GRPO trains with one process per GPU (accelerate) and "
-        "evaluation spreads over one engine per GPU. 1 = a single GPU (or the CPU).",
+        "evaluation spreads over one engine per GPU. 1 = a single GPU (or the CPU). The grpo "
+        "micro-batch and accumulation are per process: a step is N times larger unless the "
+        "accumulation is divided by N.",
         1,
     )
     gpu_class: str | None = doc(
@@ -645,7 +647,18 @@ def _sections(data: dict[str, Any], source: str) -> RunConfig:
     }
     cfg = RunConfig(sections=sections, source=source)
     _check_sources(cfg)
+    _check_batch(cfg)
     return cfg
+
+
+def _check_batch(cfg: RunConfig) -> None:
+    """The GRPO batch is valid on run.gpus processes, as TRL divides it (grpo_config.batch_plan)."""
+    from rmlib.training.grpo_config import batch_plan
+
+    try:
+        batch_plan(cfg.grpo, cfg.run.gpus)
+    except ValueError as e:
+        raise ConfigError(f"{cfg.source}: 'grpo' on run.gpus = {cfg.run.gpus}: {e}") from None
 
 
 def _check_sources(cfg: RunConfig) -> None:

@@ -312,7 +312,7 @@ def train(cfg: RunConfig, run: RunFolder, model: str) -> dict[str, Any]:
         seed=cfg.run.seed,
         enable_thinking=cfg.model.enable_thinking,
     )
-    pid = run_job(job)  # its own process: see rmlib.training.launch
+    pid = run_job(job, cfg.run.gpus)  # its own process(es): see rmlib.training.launch
     tmp = dest.with_name(dest.name + ".partial")
     shutil.rmtree(tmp, ignore_errors=True)
     tmp.mkdir(parents=True)

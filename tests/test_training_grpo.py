@@ -20,7 +20,7 @@ from rmlib.config import config_from_dict
 from rmlib.data.demo import load_demo
 from rmlib.models import TINY_QWEN3, load_tokenizer
 from rmlib.training.grpo import last_checkpoint, train_grpo
-from rmlib.training.grpo_config import GRPOSettings
+from rmlib.training.grpo_config import GRPOSettings, batch_plan
 from rmlib.training.grpo_trainer import build_trainer
 from rmlib.training.mix import TrainMixConfig, build_mix
 from rmlib.training.model_card import EVAL_END, EVAL_START, fill_evaluation
@@ -404,10 +404,13 @@ def test_trl_renders_the_mix_with_the_runs_thinking_switch(tmp_path, thinking):
 
 
 def test_settings_validation():
+    # the accumulation's rule depends on the process count: checked by batch_plan (at load for
+    # run.gpus, and by a job's process for its WORLD_SIZE; tests/test_training_launch.py: 1, 2, 8)
+    uneven = GRPOSettings(
+        per_device_train_batch_size=4, generation_batch_size=16, gradient_accumulation_steps=6
+    )
     with pytest.raises(ValueError, match="multiple of generation_batch_size"):
-        GRPOSettings(
-            per_device_train_batch_size=4, generation_batch_size=16, gradient_accumulation_steps=6
-        )
+        batch_plan(uneven, 1)
     with pytest.raises(ValueError, match="'grpo.num_generations': .*greater than or equal to 2"):
         config_from_dict({"grpo": {"num_generations": 1}})  # a group needs two: checked at load
     cfg = GRPOSettings()

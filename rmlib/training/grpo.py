@@ -25,18 +25,23 @@ gradient accumulation 16 → 64 completions = 8 prompts per optimizer step; gene
 activation checkpointing on. Sized to fit a 24 GB GPU for Qwen3-4B in NF4; the figures of
 `benchmarks/gpu_check.py` are what to trust (it prints peak memory at these settings).
 
-Several GPUs (data parallel, one full copy of the 4-bit model per GPU; untested here, no GPUs):
-
-    accelerate launch --multi_gpu --num_processes 4 -m rmlib.training.grpo \\
-        --mix outputs/<run>/mix --output outputs/<run>/adapters/unified \\
-        --backbone Qwen/Qwen3-4B --set gradient_accumulation_steps=4
-
 In a run, notebook 03 starts each model's training as `python -m rmlib.training.grpo --spec
 <training dir>/launch.json` in a process of its own (rmlib.training.launch), so a colocated
-engine's memory is released before the next model's starts. Each process loads the backbone
-onto its own GPU (device_map by local rank); keep
-per_device_train_batch_size × processes × accumulation a multiple of the group size, and divide
-the accumulation by the number of processes to keep the same effective batch.
+engine's memory is released before the next model's starts.
+
+Several GPUs of one node: `run.gpus: N` (or `rmlib run PARAMS --set run.gpus=N`) starts the same
+`--spec` command under `accelerate launch --multi_gpu --num_processes N` (rmlib.training.launch):
+data parallel, one full copy of the 4-bit model per GPU (device_map by local rank), with the
+profile's own settings from the job file. The sizes are TRL's: micro-batch and accumulation per
+process, the generation batch global, so a step is micro-batch x N x accumulation completions;
+divide the accumulation by N to keep one GPU's step (the paper profile on 8 GPUs:
+`--set grpo.gradient_accumulation_steps=16`, 4 x 8 x 16 = 512 completions = 64 prompts of 8).
+The batch is checked for N processes when the params load (`grpo_config.batch_plan`). With
+grpo.use_vllm each process starts its own colocated engine on its GPU (TRL's colocate mode),
+taking vllm_gpu_memory_utilization of that card and generating its share of each generation
+batch, seeded by the run seed + its process index. The job's command line can also be run by
+hand under `accelerate launch`; the `--mix/--output/--set` form starts from the grpo section's
+defaults, not a profile's.
 
 The CPU trap of bitsandbytes (environment.md) is guarded: every `Linear4bit` is set not to repack
 its weight for CPU inference after loading and again after the trainer wraps the model.
@@ -54,7 +59,7 @@ from typing import Any
 
 from rmlib.config import ConfigError, config_from_dict, read_yaml
 from rmlib.training.colocate import adapter_bases
-from rmlib.training.grpo_config import GRPOSettings
+from rmlib.training.grpo_config import GRPOSettings, batch_plan
 from rmlib.training.grpo_trainer import build_trainer
 from rmlib.training.model_card import write_model_card
 
@@ -132,6 +137,7 @@ def train_grpo(
             "n_items": len(dataset),
             "completed": True,
             "pid": os.getpid(),  # which process trained (rmlib.training.launch: one per model)
+            "processes": trainer.accelerator.num_processes,  # data parallel (run.gpus)
         }
         (out / SETTINGS_JSON).write_text(json.dumps(meta, indent=2, default=str))
         write_model_card(out, meta)
@@ -205,8 +211,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     if missing:
         parser.error(f"{', '.join(missing)} required (or --spec)")
     dataset, provenance = load_mix(args.mix)
-    try:  # validated as a params file's grpo section is (ranges, types), before any model loads
-        cfg = config_from_dict({"grpo": _parse_set(args.set)}, source="--set").grpo
+    # validated as a params file's grpo section is (ranges, types, the batch on the processes
+    # accelerate launch started: WORLD_SIZE), before any model loads
+    params = {"grpo": _parse_set(args.set), "run": {"gpus": int(os.environ.get("WORLD_SIZE", 1))}}
+    try:
+        cfg = config_from_dict(params, source="--set").grpo
     except ConfigError as e:
         raise SystemExit(str(e)) from None
     out = train_grpo(
@@ -227,10 +236,16 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 def _run_spec(path: str) -> int:
     """A job written by rmlib.training.launch, in this (child) process."""
-    from rmlib.training.launch import TrainJob
+    from rmlib.training.launch import TrainJob, follow_launcher
     from rmlib.training.mix import load_mix
 
+    follow_launcher()
     job = TrainJob.load(path)
+    try:  # on the processes this launch started (a hand `accelerate launch` may differ from
+        # run.gpus), before any model loads
+        batch_plan(job.grpo_settings(), int(os.environ.get("WORLD_SIZE", 1)))
+    except ValueError as e:
+        raise SystemExit(f"{path}: grpo: {e}") from None
     dataset, provenance = load_mix(job.mix)
     train_grpo(
         dataset,

@@ -69,11 +69,14 @@ class GRPOSettings:
         "Completions (not prompts) per device micro-batch (24 GB / Qwen3-4B: 4).", 4
     )
     gradient_accumulation_steps: Count = doc(
-        "Micro-batches per optimizer step (4 x 16 = 64 completions = 8 prompts of 8).", 16
+        "Micro-batches per optimizer step on each process (4 x 16 = 64 completions = 8 prompts "
+        "of 8 on one GPU; run.gpus processes make the step that many times larger).",
+        16,
     )
     generation_batch_size: Count | None = doc(
-        "Completions generated at once (a multiple of the group size and of the micro-batch); "
-        "None = micro-batch x accumulation. Bounds the KV cache.",
+        "Completions generated at once, all processes together (a multiple of the group size "
+        "and of micro-batch x run.gpus); None = micro-batch x run.gpus x accumulation. Bounds "
+        "the KV cache (each process's engine holds its 1/run.gpus share).",
         16,
     )
     gradient_checkpointing: bool = doc("Activation checkpointing (needed for 24 GB).", True)
@@ -179,22 +182,72 @@ class GRPOSettings:
         if taken:
             raise ValueError(f"grpo.trl sets {sorted(taken)}: set grpo.<name> instead")
         gen = self.generation_batch_size
-        batch = gen or self.per_device_train_batch_size * self.gradient_accumulation_steps
-        if batch % self.num_generations:
-            # TRL generates whole groups; it would refuse this only when 03 starts
-            raise ValueError(
-                f"generation_batch_size ({batch}; None = micro-batch x accumulation) must be a "
-                f"multiple of num_generations ({self.num_generations}): whole groups are generated"
-            )
+        # what holds on any number of processes; batch_plan checks the rest for a world size
+        if gen is not None and gen % self.num_generations:
+            raise ValueError(_groups_error(gen, self.num_generations))
         if gen is not None and gen % self.per_device_train_batch_size:
             raise ValueError("generation_batch_size must be a multiple of the micro-batch")
-        steps_per_generation = (gen or 0) // self.per_device_train_batch_size
-        if gen is not None and self.gradient_accumulation_steps % steps_per_generation:
-            # a checkpoint must never fall inside a generation batch, or a resume regenerates it
-            raise ValueError(
-                "gradient_accumulation_steps must be a multiple of generation_batch_size / "
-                "per_device_train_batch_size (a checkpoint must not split a generation batch)"
-            )
+
+
+def _groups_error(gen: int, group: int) -> str:
+    return (
+        f"generation_batch_size ({gen}; None = micro-batch x processes x accumulation) must be "
+        f"a multiple of num_generations ({group}): whole groups are generated"
+    )
+
+
+@dataclass(frozen=True)
+class BatchPlan:
+    """TRL's batch arithmetic on `processes` data-parallel processes (GRPOConfig.__post_init__):
+    the generation batch is global, each process trains on its share in micro-batches."""
+
+    processes: int
+    generation_batch: int  # completions generated at once, all processes together
+    steps_per_generation: int  # micro-batches each process takes from one generation batch
+    step_completions: int  # per optimizer step: micro-batch x processes x accumulation
+    step_prompts: int  # step_completions / num_generations
+
+    def line(self, cfg: GRPOSettings) -> str:
+        """One line saying how a step is made, for the launcher's log."""
+        return (
+            f"{cfg.per_device_train_batch_size} completions x {self.processes} processes x "
+            f"{cfg.gradient_accumulation_steps} accumulation = {self.step_completions} completions "
+            f"({self.step_prompts} prompts of {cfg.num_generations}) per optimizer step; "
+            f"{self.generation_batch} generated at once"
+        )
+
+
+def batch_plan(cfg: GRPOSettings, processes: int = 1) -> BatchPlan:
+    """The batch of `cfg` on `processes` processes, or one ValueError line saying why TRL (or our
+    checkpoint rule) would refuse it. TRL divides the generation batch by micro-batch x processes;
+    the params file's sizes are TRL's (per process), so more GPUs mean a larger step unless the
+    accumulation is divided by them."""
+    if processes < 1:
+        raise ValueError(f"processes must be >= 1, got {processes}")
+    micro, accumulation = cfg.per_device_train_batch_size, cfg.gradient_accumulation_steps
+    world = micro * processes
+    gen = cfg.generation_batch_size
+    if gen is None:  # TRL: one generation batch per optimizer step
+        gen = world * accumulation
+    elif gen % world:
+        raise ValueError(
+            f"generation_batch_size ({gen}) must be a multiple of per_device_train_batch_size x "
+            f"processes ({micro} x {processes} = {world}): TRL splits each generation batch "
+            "evenly over the processes"
+        )
+    if gen % cfg.num_generations:
+        raise ValueError(_groups_error(gen, cfg.num_generations))
+    steps = gen // world
+    if accumulation % steps:
+        # a checkpoint must never fall inside a generation batch, or a resume regenerates it
+        raise ValueError(
+            f"gradient_accumulation_steps ({accumulation}) must be a multiple of "
+            f"generation_batch_size / (per_device_train_batch_size x processes) = "
+            f"{gen} / ({micro} x {processes}) = {steps}: a checkpoint must not split a "
+            "generation batch"
+        )
+    completions = world * accumulation
+    return BatchPlan(processes, gen, steps, completions, completions // cfg.num_generations)
 
 
 def grpo_args(
@@ -232,6 +285,9 @@ def grpo_args(
         log_completions=False,
         disable_tqdm=False,
         dataloader_pin_memory=on_cuda,  # pinning needs an accelerator (else a warning a step)
+        # without CUDA, accelerate joins the processes of `accelerate launch` over gloo only when
+        # told the CPU is the device (else each process would train alone); one process: no-op
+        use_cpu=not on_cuda,
     )
     check_trl_keys(cfg.trl)
     (config,) = HfArgumentParser(GRPOConfig).parse_dict({**args, **cfg.trl})
