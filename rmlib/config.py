@@ -653,10 +653,10 @@ def _sections(data: dict[str, Any], source: str) -> RunConfig:
 
 def _check_batch(cfg: RunConfig) -> None:
     """The GRPO batch is valid on run.gpus processes, as TRL divides it (grpo_config.batch_plan)."""
-    from rmlib.training.grpo_config import batch_plan
+    from rmlib.training.grpo_config import batch_plan, per_process
 
     try:
-        batch_plan(cfg.grpo, cfg.run.gpus)
+        batch_plan(per_process(cfg.grpo, cfg.run.gpus), cfg.run.gpus)
     except ValueError as e:
         raise ConfigError(f"{cfg.source}: 'grpo' on run.gpus = {cfg.run.gpus}: {e}") from None
 

@@ -21,7 +21,7 @@ from pathlib import Path
 import pytest
 
 from rmlib.config import ConfigError, config_from_dict, load_config
-from rmlib.training.grpo_config import GRPOSettings, batch_plan
+from rmlib.training.grpo_config import GRPOSettings, batch_plan, per_process
 from rmlib.training.launch import SPEC_JSON, TrainJob, command, run_job
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -109,24 +109,43 @@ def _trl_config(cfg: GRPOSettings, processes: int):
 def test_an_impossible_batch_is_one_line_at_load():
     """Refused when the params load (before any notebook), naming run.gpus and the arithmetic."""
     paper = ROOT / "params" / "qwen3-4b-paper.yaml"
-    eight = {"run.gpus": 8, "grpo.gradient_accumulation_steps": 16}
-    assert load_config(paper, eight).run.gpus == 8  # the paper's batch on 8 GPUs passes
+    # the paper's batch on 8 GPUs passes: its accumulation of 128 becomes 16 a process
+    assert load_config(paper, {"run.gpus": 8}).run.gpus == 8
+    assert load_config(paper, {"run.gpus": 8, "grpo.keep_step_on_gpus": False}).run.gpus == 8
     with pytest.raises(ConfigError) as uneven:  # 512 completions do not split over 4 x 3
-        load_config(paper, {"run.gpus": 3})
+        load_config(paper, {"run.gpus": 3, "grpo.keep_step_on_gpus": False})
     assert "\n" not in str(uneven.value)
     assert "'grpo' on run.gpus = 3: generation_batch_size (512) must be a multiple of" in str(
         uneven.value
     )
     with pytest.raises(ConfigError, match=r"= 512 / \(4 x 8\) = 16: a checkpoint must not split"):
-        load_config(paper, {"run.gpus": 8, "grpo.gradient_accumulation_steps": 8})
+        load_config(paper, {"run.gpus": 8, "grpo.gradient_accumulation_steps": 64})
+    with pytest.raises(ConfigError, match=r"\(128\) must be a multiple of the processes \(3\)"):
+        load_config(paper, {"run.gpus": 3})  # the step cannot stay 512 on 3 GPUs either
+    with pytest.raises(ConfigError, match=r"\(12\) must be a multiple of the processes \(8\)"):
+        load_config(paper, {"run.gpus": 8, "grpo.gradient_accumulation_steps": 12})
     # no generation batch: TRL makes it micro-batch x processes x accumulation (4 x 2 x 1 = 8)
     grpo = {"generation_batch_size": None, "gradient_accumulation_steps": 1}
     with pytest.raises(ConfigError, match=r"generation_batch_size \(4; .*num_generations \(8\)"):
         config_from_dict({"grpo": grpo})
-    assert config_from_dict({"grpo": grpo, "run": {"gpus": 2}}).run.gpus == 2
+    per_process_sizes = {**grpo, "keep_step_on_gpus": False}
+    assert config_from_dict({"grpo": per_process_sizes, "run": {"gpus": 2}}).run.gpus == 2
     # TRL refuses the uneven split too, only later (when 03 builds the trainer)
     with pytest.raises(ValueError, match="divisible by the global batch size"):
         _trl_config(replace(GRPOSettings(), **PAPER, gradient_accumulation_steps=16), 3)
+
+
+@pytest.mark.parametrize("processes", [1, 2, 8])
+def test_the_profiles_step_stays_on_any_gpu_count(processes):
+    """keep_step_on_gpus (default): the accumulation is divided by the processes, so the step is
+    the paper's 512 completions on 1, 2 or 8 GPUs; once per-process, it is not divided again."""
+    cfg = replace(GRPOSettings(), **PAPER, gradient_accumulation_steps=128)
+    mine = per_process(cfg, processes)
+    assert mine.gradient_accumulation_steps == 128 // processes
+    assert batch_plan(mine, processes).step_completions == 512
+    assert per_process(mine, processes) == mine
+    off = replace(cfg, keep_step_on_gpus=False)
+    assert batch_plan(per_process(off, processes), processes).step_completions == 512 * processes
 
 
 def test_a_job_refuses_a_batch_its_launch_cannot_split(tmp_path, monkeypatch):
@@ -236,8 +255,9 @@ def test_grpo_on_two_cpu_processes_through_the_runs_launcher(tmp_path, capfd):
     """GRPO data parallel on two processes (gloo on the CPU; use_vllm off: two engines do not fit
     two cores), started by run_job as `rmlib run` starts it with run.gpus: 2.
 
-    The step arithmetic (TRL's): group 2, micro-batch 2 completions per process, accumulation 1,
-    generation batch None = micro-batch x processes x accumulation = 2 x 2 x 1 = 4 completions =
+    The step arithmetic (TRL's): group 2, micro-batch 2 completions per process, the profile's
+    accumulation 2 divided over the 2 processes (keep_step_on_gpus) = 1 a process, generation
+    batch None = micro-batch x processes x accumulation = 2 x 2 x 1 = 4 completions =
     2 prompts per optimizer step. The mix holds 3 prompts; TRL's sampler keeps whole generation
     batches, so an epoch is floor(3 / 2) = 1 step, and 2 epochs are 2 optimizer steps. Two
     processes each training alone (the failure this guards against: accelerate without gloo)
@@ -250,7 +270,11 @@ def test_grpo_on_two_cpu_processes_through_the_runs_launcher(tmp_path, capfd):
     mix, path = tiny_mix(tmp_path)
     assert len(mix.dataset) == 3
     settings = tiny_settings(
-        generation_batch_size=None, num_train_epochs=2, torch_threads=1, logging_steps=1
+        generation_batch_size=None,
+        gradient_accumulation_steps=2,
+        num_train_epochs=2,
+        torch_threads=1,
+        logging_steps=1,
     )
     out = tmp_path / "train"
     job = TrainJob.of(settings, mix=str(path), output=str(out), backbone=TINY_QWEN3, seed=3)

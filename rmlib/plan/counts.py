@@ -15,7 +15,7 @@ from rmlib.config import DatasetSpec, RunConfig
 from rmlib.data import find_source
 from rmlib.paper import MIX_COUNTS
 from rmlib.run_models import MIX_VARIANT, stage1_model
-from rmlib.training.grpo_config import GRPOSettings
+from rmlib.training.grpo_config import GRPOSettings, per_process
 from rmlib.training.mix import mix_counts
 
 INF = math.inf
@@ -124,9 +124,11 @@ def mix_completion_tokens(cfg: RunConfig, mix: dict[str, int], sc: Scenario) -> 
     return (mix["pref"] * sc.judged(cap) + mix["refl"] * sc.reflected(cap)) / mix["total"]
 
 
-def grpo_schedule(g: GRPOSettings, items: int) -> dict[str, Any]:
-    """Optimizer steps and generations of one GRPO run on `items` prompts, one device, as TRL
-    1.16 and transformers count them.
+def grpo_schedule(g: GRPOSettings, items: int, processes: int = 1) -> dict[str, Any]:
+    """Optimizer steps and generations of one GRPO run on `items` prompts on `processes`
+    data-parallel processes, as TRL 1.16 and transformers count them (a profile's sizes made
+    per process by grpo_config.per_process: the step stays the profile's under
+    grpo.keep_step_on_gpus).
 
     A step takes per_device_train_batch_size x gradient_accumulation_steps completions
     (prompts = that / num_generations); TRL's sampler draws whole generation batches of
@@ -135,11 +137,13 @@ def grpo_schedule(g: GRPOSettings, items: int) -> dict[str, Any]:
     ceil(micro-batches / accumulation) steps of an epoch. grpo.max_steps > 0 replaces the epochs
     (the trainer cycles the data), so it is exact, not a cap.
     """
-    completions = g.per_device_train_batch_size * g.gradient_accumulation_steps
+    g = per_process(g, processes)  # ValueError: the accumulation does not divide
+    world = g.per_device_train_batch_size * processes
+    completions = world * g.gradient_accumulation_steps
     generation_batch = g.generation_batch_size or completions
     prompts_per_round = generation_batch // g.num_generations
     rounds = items // prompts_per_round if prompts_per_round else 0
-    micro_batches = rounds * (generation_batch // g.per_device_train_batch_size)
+    micro_batches = rounds * (generation_batch // world)  # each process's
     per_epoch = max(math.ceil(micro_batches / g.gradient_accumulation_steps), 1)
     if rounds == 0:
         steps = 0  # no whole generation batch: TRL's sampler yields nothing to train on

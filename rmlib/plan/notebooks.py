@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from rmlib.backends import context_tokens
-from rmlib.config import RunConfig, describe
+from rmlib.config import ConfigError, RunConfig, describe
 from rmlib.generation.vllm import vllm_dtype
 from rmlib.plan.constants import (
     ASSUMED,
@@ -50,6 +50,7 @@ from rmlib.plan.facts import (
 )
 from rmlib.plan.lengths import read_lengths, source_length
 from rmlib.run_models import stage1_model, trained_models
+from rmlib.training.grpo_config import batch_plan, per_process
 
 
 def _gib(value: float | None) -> float | None:
@@ -244,7 +245,7 @@ def _training_row(cfg: RunConfig, est: Estimator, n_train: int, sc: Scenario) ->
     for model, mix in mixes.items():
         prompt = mix_prompt_tokens(cfg, mix, sc)
         completion = mix_completion_tokens(cfg, mix, sc)
-        sched = grpo_schedule(g, mix["total"])
+        sched = grpo_schedule(g, mix["total"], sc.gpus)
         steps = sched["steps"]
         if sched["items"] and not steps:
             row["notes"].append(
@@ -402,6 +403,10 @@ def plan(
     constants, about = plan_constants(card, gpu_constants)
     est = Estimator(cfg, card, constants, auto)
     gpus = gpu_count or cfg.run.gpus
+    try:
+        batch_plan(per_process(cfg.grpo, gpus), gpus)
+    except ValueError as e:
+        raise ConfigError(f"{cfg.source}: 'grpo' on {gpus} GPUs: {e}") from None
     measured = read_lengths(lengths or cfg.plan.lengths)
     n_train = set_pairs(cfg.data.train)
     eval_sets = {spec.source: set_pairs(spec) for spec in cfg.data.eval}
@@ -476,6 +481,11 @@ def _scaling(
     """Total hours on 1, 2, 4 and 8 GPUs, expected and upper bound: the gain of a node."""
     out = []
     for n in GPU_COUNTS:
+        try:
+            batch_plan(per_process(cfg.grpo, n), n)
+        except ValueError:  # this batch cannot be split over n processes
+            out.append({"gpus": n, "hours_expected": None, "hours_upper": None})
+            continue
         hours = {}
         for scenario in (upper_scenario(n), dataclasses.replace(sc, gpus=n)):
             rows = _rows(cfg, est, n_train, eval_sets, scenario)

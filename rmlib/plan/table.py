@@ -183,6 +183,9 @@ def _scaling_lines(rows: list[dict[str, Any]], count: int) -> list[str]:
     lines = ["", "GPUs  exp. hours  hours ≤  speed-up (exp.)"]
     for r in rows:
         mark = "  <- this plan" if r["gpus"] == count else ""
+        if r["hours_expected"] is None:
+            lines.append(f"{r['gpus']:>4}  {'—':>10}  {'—':>7}  the GRPO batch does not split")
+            continue
         lines.append(
             f"{r['gpus']:>4}  {r['hours_expected']:>10.2f}  {r['hours_upper']:>7.2f}  "
             f"{one / max(r['hours_expected'], 1e-9):>14.2f}x{mark}"

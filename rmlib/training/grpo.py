@@ -32,11 +32,12 @@ engine's memory is released before the next model's starts.
 Several GPUs of one node: `run.gpus: N` (or `rmlib run PARAMS --set run.gpus=N`) starts the same
 `--spec` command under `accelerate launch --multi_gpu --num_processes N` (rmlib.training.launch):
 data parallel, one full copy of the 4-bit model per GPU (device_map by local rank), with the
-profile's own settings from the job file. The sizes are TRL's: micro-batch and accumulation per
-process, the generation batch global, so a step is micro-batch x N x accumulation completions;
-divide the accumulation by N to keep one GPU's step (the paper profile on 8 GPUs:
-`--set grpo.gradient_accumulation_steps=16`, 4 x 8 x 16 = 512 completions = 64 prompts of 8).
-The batch is checked for N processes when the params load (`grpo_config.batch_plan`). With
+profile's own settings from the job file. TRL's sizes are per process (micro-batch and
+accumulation; the generation batch is global); with grpo.keep_step_on_gpus (default) the job
+file gets the profile's accumulation divided by N (`grpo_config.per_process`), so a step is
+the profile's on any GPU count (the paper on 8 GPUs: 4 x 8 x 128/8 = 512 completions = 64
+prompts of 8). The batch is checked for N processes when the params load
+(`grpo_config.batch_plan`). With
 grpo.use_vllm each process starts its own colocated engine on its GPU (TRL's colocate mode),
 taking vllm_gpu_memory_utilization of that card and generating its share of each generation
 batch, seeded by the run seed + its process index. The job's command line can also be run by
@@ -59,7 +60,7 @@ from typing import Any
 
 from rmlib.config import ConfigError, config_from_dict, read_yaml
 from rmlib.training.colocate import adapter_bases
-from rmlib.training.grpo_config import GRPOSettings, batch_plan
+from rmlib.training.grpo_config import GRPOSettings, batch_plan, per_process
 from rmlib.training.grpo_trainer import build_trainer
 from rmlib.training.model_card import write_model_card
 
@@ -215,7 +216,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     # accelerate launch started: WORLD_SIZE), before any model loads
     params = {"grpo": _parse_set(args.set), "run": {"gpus": int(os.environ.get("WORLD_SIZE", 1))}}
     try:
-        cfg = config_from_dict(params, source="--set").grpo
+        # the step stays --set's on WORLD_SIZE processes (grpo.keep_step_on_gpus)
+        cfg = per_process(config_from_dict(params, source="--set").grpo, params["run"]["gpus"])
     except ConfigError as e:
         raise SystemExit(str(e)) from None
     out = train_grpo(

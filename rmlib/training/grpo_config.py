@@ -9,7 +9,7 @@ import ast
 import functools
 import importlib.util
 import re
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, fields, replace
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
@@ -69,9 +69,15 @@ class GRPOSettings:
         "Completions (not prompts) per device micro-batch (24 GB / Qwen3-4B: 4).", 4
     )
     gradient_accumulation_steps: Count = doc(
-        "Micro-batches per optimizer step on each process (4 x 16 = 64 completions = 8 prompts "
-        "of 8 on one GPU; run.gpus processes make the step that many times larger).",
+        "Micro-batches per optimizer step (4 x 16 = 64 completions = 8 prompts of 8): the "
+        "recipe's step, divided over run.gpus processes while keep_step_on_gpus holds.",
         16,
+    )
+    keep_step_on_gpus: bool = doc(
+        "On run.gpus > 1, divide gradient_accumulation_steps by the GPU count, so an optimizer "
+        "step takes the same completions on any number of GPUs (the profile is the recipe). "
+        "False: TRL's meaning, accumulation per process, a step run.gpus times larger.",
+        True,
     )
     generation_batch_size: Count | None = doc(
         "Completions generated at once, all processes together (a multiple of the group size "
@@ -217,11 +223,29 @@ class BatchPlan:
         )
 
 
+def per_process(cfg: GRPOSettings, processes: int) -> GRPOSettings:
+    """The settings each of `processes` processes trains with (TRL's per-process sizes). With
+    keep_step_on_gpus the accumulation is divided by the processes, so the step stays the
+    profile's; the result has it off, so applying this twice divides once."""
+    if processes == 1 or not cfg.keep_step_on_gpus:
+        return cfg
+    accumulation = cfg.gradient_accumulation_steps
+    if accumulation % processes:
+        raise ValueError(
+            f"gradient_accumulation_steps ({accumulation}) must be a multiple of the processes "
+            f"({processes}) for the step to stay the same on {processes} GPUs "
+            "(grpo.keep_step_on_gpus); or set grpo.keep_step_on_gpus: false for a step "
+            f"{processes} times larger"
+        )
+    return replace(
+        cfg, gradient_accumulation_steps=accumulation // processes, keep_step_on_gpus=False
+    )
+
+
 def batch_plan(cfg: GRPOSettings, processes: int = 1) -> BatchPlan:
     """The batch of `cfg` on `processes` processes, or one ValueError line saying why TRL (or our
     checkpoint rule) would refuse it. TRL divides the generation batch by micro-batch x processes;
-    the params file's sizes are TRL's (per process), so more GPUs mean a larger step unless the
-    accumulation is divided by them."""
+    `cfg` holds TRL's per-process sizes (`per_process` gives them from a profile's)."""
     if processes < 1:
         raise ValueError(f"processes must be >= 1, got {processes}")
     micro, accumulation = cfg.per_device_train_batch_size, cfg.gradient_accumulation_steps

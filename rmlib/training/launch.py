@@ -29,11 +29,11 @@ import os
 import signal
 import subprocess
 import sys
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from rmlib.training.grpo_config import GRPOSettings, batch_plan
+from rmlib.training.grpo_config import GRPOSettings, batch_plan, per_process
 
 SPEC_JSON = "launch.json"
 # what a failed child's error shows of its output
@@ -51,6 +51,10 @@ DISTRIBUTED_ENV = (
 )  # fmt: skip
 
 
+def _plain(settings: GRPOSettings) -> dict[str, Any]:
+    return json.loads(json.dumps(asdict(settings), default=str))
+
+
 @dataclass
 class TrainJob:
     """Everything `train_grpo` needs, as plain data a child process can read back."""
@@ -66,7 +70,7 @@ class TrainJob:
 
     @classmethod
     def of(cls, settings: GRPOSettings, **kw: Any) -> TrainJob:
-        return cls(settings=json.loads(json.dumps(asdict(settings), default=str)), **kw)
+        return cls(settings=_plain(settings), **kw)
 
     def grpo_settings(self) -> GRPOSettings:
         from pydantic import TypeAdapter
@@ -110,8 +114,11 @@ def run_job(job: TrainJob, processes: int = 1) -> int:
     output is relayed as it comes (tqdm's carriage returns included); a failure raises with the
     command and the end of that output. Interrupted, the child and its ranks are stopped too.
     """
-    settings = job.grpo_settings()
-    plan = batch_plan(settings, processes)  # raises ValueError, with processes < 1 too
+    if processes < 1:
+        raise ValueError(f"processes must be >= 1, got {processes}")
+    settings = per_process(job.grpo_settings(), processes)  # the job file carries TRL's sizes
+    job = replace(job, settings=_plain(settings))
+    plan = batch_plan(settings, processes)  # raises ValueError
     cmd = command(job.save(), processes)
     if processes > 1:
         print(f"GRPO on {processes} processes (accelerate launch): {plan.line(settings)}")
