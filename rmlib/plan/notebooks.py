@@ -394,12 +394,13 @@ def plan(
     lengths: str | Path | None = None,
 ) -> dict[str, Any]:
     """What a run will do, notebook by notebook, and its estimated cost on GPU class `gpu`
-    (default: the class of the gpu_constants file's device, else h100-80gb; a CPU constants
+    (default: the class of the gpu_constants file's device, else the profile's run.gpu_class,
+    else h100-80gb; a CPU constants
     file of benchmarks/calibrate_cpu.py plans for that CPU) with `gpu_count` GPUs (default
     run.gpus): the upper bound and the expected figures (`lengths`: a lengths file, default
     plan.lengths); computed without loading a model or touching the network (module
     docstring: how)."""
-    card, auto = _pick_gpu(gpu, gpu_constants)
+    card, auto = _pick_gpu(gpu, gpu_constants, cfg.run.gpu_class)
     constants, about = plan_constants(card, gpu_constants)
     est = Estimator(cfg, card, constants, auto)
     gpus = gpu_count or cfg.run.gpus
@@ -511,7 +512,9 @@ def _lengths_used(cfg: RunConfig, sc: Scenario, measured: dict[str, Any]) -> lis
     return out
 
 
-def _pick_gpu(gpu: str | None, gpu_constants: str | Path | None) -> tuple[GPUClass, str]:
+def _pick_gpu(
+    gpu: str | None, gpu_constants: str | Path | None, profile_class: str | None = None
+) -> tuple[GPUClass, str]:
     """The card planned for and what 'auto' precision means on it."""
     if is_cpu_constants(gpu_constants):
         assert gpu_constants is not None
@@ -527,7 +530,7 @@ def _pick_gpu(gpu: str | None, gpu_constants: str | Path | None) -> tuple[GPUCla
         found = class_of_device(str(device))
         if found:
             return GPU_CLASSES[found], "bf16"
-    return GPU_CLASSES[DEFAULT_GPU], "bf16"
+    return gpu_class(profile_class or DEFAULT_GPU), "bf16"
 
 
 def _notebook_row(
