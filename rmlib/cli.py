@@ -20,6 +20,7 @@ import yaml
 from rmlib.config import ConfigError, read_yaml
 from rmlib.data._io import HubUnavailable
 from rmlib.data.pair import DataError
+from rmlib.lab import add_lab_parser
 from rmlib.run import NotebookFailed, RunFolderBusy
 
 # argparse's convention: 2 for a command-line usage error, 1 for a data or runtime error
@@ -332,7 +333,12 @@ def _sweep(args: argparse.Namespace) -> int:
 
 # ---------------------------------------------------------------- main
 
-COMMANDS: list[Callable[[argparse._SubParsersAction], None]] = [_add_data, _add_score, _add_run]
+COMMANDS: list[Callable[[argparse._SubParsersAction], None]] = [
+    _add_data,
+    _add_score,
+    _add_run,
+    add_lab_parser,
+]
 
 
 def build_parser() -> argparse.ArgumentParser:
