@@ -1,4 +1,4 @@
-# Two commands for a newcomer (each builds .venv first when it is missing or stale):
+# Commands for a newcomer (each builds .venv first when it is missing or stale):
 #   make demo   - the main job: the whole workbook on the embedded CPU demo profile
 #   make test   - the test suite (offline; reads ../shared/data when present)
 #   make lab    - JupyterLab on the notebooks over a run folder (RUN=outputs/<run>; the demo's by
