@@ -32,8 +32,10 @@ CHROMIUM_NAMES = ("chromium", "chromium-browser", "google-chrome")
 IN_CI = os.environ.get("CI", "").lower() == "true"
 
 
+@pytest.fixture
 def chromium() -> str:
-    """The system Chromium's path; skips outside CI when there is none, fails in CI."""
+    """The system Chromium's path; skips outside CI when there is none, fails in CI (asked
+    before the lab starts: a skip costs nothing)."""
     named = os.environ.get("RMLIB_CHROMIUM")
     found = named or next(filter(None, map(shutil.which, CHROMIUM_NAMES)), None)
     if found:
@@ -117,10 +119,11 @@ FINISHED = f"""() => {{
 
 
 @pytest.mark.slow
-def test_05_results_runs_in_jupyterlab_with_figures_and_no_errors(lab, tmp_path, capsys):
-    executable = chromium()
+def test_05_results_runs_in_jupyterlab_with_figures_and_no_errors(chromium, lab, tmp_path, capsys):
     with sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=executable, args=["--no-sandbox"])
+        # as root Chromium needs --no-sandbox; a container's small /dev/shm crashes its tabs
+        flags = ["--no-sandbox", "--disable-dev-shm-usage"]
+        browser = p.chromium.launch(executable_path=chromium, args=flags)
         page = browser.new_page(viewport={"width": 1400, "height": 1000})
         page.goto(lab)
         page.locator(".jp-Notebook .jp-CodeCell").first.wait_for(timeout=120_000)
