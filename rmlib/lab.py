@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import subprocess
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -103,5 +102,8 @@ def _lab(args: argparse.Namespace) -> int:
     extra = extra[1:] if extra[:1] == ["--"] else extra
     run_dir.mkdir(parents=True, exist_ok=True)
     print(f"JupyterLab on {project_root() / 'notebooks'}, run folder {run_dir.resolve()}")
-    env = lab_environment(run_dir, args.params)
-    return subprocess.run(lab_command(extra), env=env, check=False).returncode
+    sys.stdout.flush()
+    cmd = lab_command(extra)
+    # JupyterLab replaces this process, so a stop signal reaches it (and it shuts its kernels
+    # down); as a child it would outlive an `rmlib lab` that was sent SIGTERM
+    os.execve(cmd[0], cmd, lab_environment(run_dir, args.params))
