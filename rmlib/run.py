@@ -355,22 +355,45 @@ def holding(folder: Path) -> Iterator[None]:
     Two runs on one folder would run the same notebooks at once over the same tables, store and
     adapters. The OS drops an flock when its process dies, so a killed run never blocks the next.
     """
-    path = folder / LOCK_FILE
-    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)  # no O_TRUNC: the holder's pid stays
+    fd = _lock(folder)
     try:
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            holder = os.pread(fd, 64, 0).decode(errors="replace").strip() or "unknown"
-            raise RunFolderBusy(
-                f"run folder {folder} is in use by another rmlib run (pid {holder}; lock {path}): "
-                "wait for it to end, or stop it"
-            ) from None
-        os.ftruncate(fd, 0)
-        os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
         yield
     finally:
         os.close(fd)  # releases the lock
+
+
+_HELD: dict[Path, int] = {}
+
+
+def hold_until_exit(folder: Path) -> None:
+    """Hold the run folder's lock for the rest of this process's life (a notebook's kernel run
+    outside `rmlib run`: JupyterLab's, nbval's); a folder this process holds already is a no-op.
+
+    A kernel has no end of run to release it at: the OS releases it when the kernel exits
+    (shut down or restarted), so `rmlib run` and a second notebook wait for that, not for a cell.
+    """
+    key = folder.resolve()
+    if key not in _HELD:
+        _HELD[key] = _lock(folder)
+
+
+def _lock(folder: Path) -> int:
+    """Take the folder's flock; returns its descriptor (closing it releases the lock)."""
+    path = folder / LOCK_FILE
+    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)  # no O_TRUNC: the holder's pid stays
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        holder = os.pread(fd, 64, 0).decode(errors="replace").strip() or "unknown"
+        os.close(fd)
+        raise RunFolderBusy(
+            f"run folder {folder} is in use by another rmlib run (pid {holder}; lock {path}; "
+            "or by the kernel of a notebook open on it: Kernel > Shut Down Kernel in JupyterLab): "
+            "wait for it to end, or stop it"
+        ) from None
+    os.ftruncate(fd, 0)
+    os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
+    return fd
 
 
 @contextlib.contextmanager

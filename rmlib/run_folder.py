@@ -154,10 +154,15 @@ def _json_default(o: Any) -> Any:
 def open_run(run_dir: str | Path | None = None, params_file: str | Path | None = None):
     """What a notebook's first cell calls: the run's config and folder.
 
-    Papermill passes `run_dir` (the runner has already written params.yaml there). Opened by hand
-    or by nbval with no parameters, the notebook falls back to $RMLIB_RUN_DIR / $RMLIB_PARAMS,
-    then to the smoke profile in outputs/smoke-interactive, creating params.yaml if needed.
+    Papermill passes `run_dir` (the runner has already written params.yaml there and holds the
+    folder's lock). Opened by hand, in JupyterLab (`rmlib lab`) or by nbval with no parameters,
+    the notebook falls back to $RMLIB_RUN_DIR / $RMLIB_PARAMS, then to the smoke profile in
+    outputs/smoke-interactive, creating params.yaml if needed; its kernel then holds the folder's
+    lock itself until it exits, so an `rmlib run` cannot write the same folder meanwhile.
     """
+    from rmlib.run import hold_until_exit  # rmlib.run imports this module
+
+    injected = run_dir is not None
     run_dir = run_dir or os.environ.get(ENV_RUN_DIR)
     params_file = params_file or os.environ.get(ENV_PARAMS)
     root = project_root()
@@ -165,6 +170,8 @@ def open_run(run_dir: str | Path | None = None, params_file: str | Path | None =
         run_dir = root / "outputs" / "smoke-interactive"
         params_file = params_file or root / "params" / "smoke.yaml"
     run = RunFolder(run_dir)
+    if not injected:
+        hold_until_exit(run.path)
     if not run.params_file.exists():
         cfg = load_config(params_file or root / "params" / "smoke.yaml")
         run.write_params(cfg)

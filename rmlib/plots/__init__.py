@@ -71,6 +71,7 @@ from rmlib.plots.style import (
     styled,
     system_label,
     system_labels,
+    theme,
 )
 from rmlib.plots.sweeps import SWEEP_METHODS, sweep_figure
 
@@ -127,5 +128,6 @@ __all__ = [
     "sweep_figure",
     "system_label",
     "system_labels",
+    "theme",
     "training_curves",
 ]

@@ -12,6 +12,7 @@ import matplotlib
 import matplotlib.ticker
 import numpy as np
 import pandas as pd
+import seaborn as sns
 from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 from matplotlib.patches import Patch
@@ -111,6 +112,8 @@ def length_distributions(lengths: pd.DataFrame, run: RunFolder) -> Figure:
     height = max(3.0, 0.7 * len(names) + 1.6)
     fig, (a, b) = new_figure(1, 2, size=(11, height))
     pos = np.arange(len(names))[::-1] * 3.0
+    # matplotlib's boxplot, not seaborn's: seaborn 0.13.2 passes `vert=` to it, deprecated in
+    # matplotlib 3.11, and the warning would print in notebook 01
     for offset, col, color, label in (
         (0.45, "len_chosen", OKABE_ITO["green"], "better (chosen)"),
         (-0.45, "len_rejected", OKABE_ITO["vermillion"], "worse (rejected)"),
@@ -140,28 +143,34 @@ def length_distributions(lengths: pd.DataFrame, run: RunFolder) -> Figure:
     a.set_title("Response lengths (boxes: quartiles; whiskers: 1.5 IQR)")
     a.legend(loc="upper center", bbox_to_anchor=(0.5, -0.22), ncol=2, frameon=False)
     diff = lengths["len_chosen"] - lengths["len_rejected"]
-    shares = pd.DataFrame(
-        {
-            "longer": (diff > 0).groupby(group).mean(),
-            "equal": (diff == 0).groupby(group).mean(),
-            "shorter": (diff < 0).groupby(group).mean(),
-        }
-    ).reindex(names)
-    left = np.zeros(len(names))
-    y = np.arange(len(names))[::-1]
-    for col, color in (
-        ("longer", OKABE_ITO["green"]),
-        ("equal", OKABE_ITO["grey"]),
-        ("shorter", OKABE_ITO["vermillion"]),
-    ):
-        vals = 100 * shares[col].to_numpy()
-        b.barh(y, vals, left=left, color=color, label=f"better is {col}")
-        left += vals
-    b.set_yticks(y, names)
-    chance_line(b, label=None)
-    b.set_xlim(0, 100)
+    longer = np.select([diff > 0, diff == 0], ["longer", "equal"], "shorter")
+    sns.histplot(
+        y=group.to_numpy(),
+        hue=[f"better is {w}" for w in longer],
+        hue_order=[f"better is {w}" for w in ("longer", "equal", "shorter")],
+        palette=[OKABE_ITO["green"], OKABE_ITO["grey"], OKABE_ITO["vermillion"]],
+        multiple="fill",  # each set's bar is its shares, whatever its size
+        discrete=True,
+        shrink=0.8,
+        alpha=1,
+        ax=b,
+    )
+    b.set_yticks(range(len(names)), names)
+    b.set_ylim(len(names) - 0.5, -0.5)  # first set on top, as in the boxes beside
+    b.xaxis.set_major_formatter(matplotlib.ticker.PercentFormatter(xmax=1))
+    chance_line(b, value=0.5, label=None)
+    b.set_xlim(0, 1)
     b.set_xlabel("pairs (%)")
     b.set_title("Is the better response the longer one?")
-    b.legend(loc="upper center", bbox_to_anchor=(0.5, -0.22), ncol=3, fontsize=8, frameon=False)
+    sns.move_legend(  # seaborn stacks the first hue rightmost: the legend reads as the bars do
+        b,
+        "upper center",
+        bbox_to_anchor=(0.5, -0.22),
+        ncol=3,
+        title=None,
+        fontsize=8,
+        frameon=False,
+        reverse=True,
+    )
     fig.tight_layout()
     return save(fig, run, "length_distributions")

@@ -43,6 +43,7 @@ def calibration_curve(calibration: pd.DataFrame, run: RunFolder) -> Figure:
     if calibration.empty:
         return empty_figure(run, "calibration", title, "No parsed stage-1 judgments.")
     fig, (ax,) = new_figure(size=(7.5, 4.2))
+    # matplotlib errorbar: the bins' Wilson intervals come from rmlib.analysis (see plots.style)
     for model, g in calibration.groupby("model", sort=False):
         g = g.sort_values("confidence")
         color = MODEL_COLORS.get(str(model), "k")

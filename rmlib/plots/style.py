@@ -1,6 +1,12 @@
-"""The figures' shared look and plumbing: the Okabe-Ito palette (one colour per method, one
-marker per model across all figures), rc settings, saving as PNG + SVG under the run folder,
-empty-figure messages, percent and error-bar helpers.
+"""The figures' shared look and plumbing: one seaborn theme (`theme`) over the Okabe-Ito palette
+(one colour per method, one marker per model across all figures), saving as PNG + SVG under the
+run folder, empty-figure messages, percent and error-bar helpers.
+
+seaborn draws the shares it computes from raw rows (`length_distributions`). Accuracies and
+their intervals are computed by rmlib.analysis under each benchmark's official rule (bootstrap,
+Wilson), and a point may lie outside its interval (`err`); seaborn 0.13 draws only intervals it
+computes itself (its objects interface takes given bounds, but warns under pandas 3), so those
+dot plots stay matplotlib `errorbar` calls.
 """
 
 from __future__ import annotations
@@ -16,6 +22,8 @@ import matplotlib.pyplot as plt
 import matplotlib.ticker
 import numpy as np
 import pandas as pd
+import seaborn as sns
+from cycler import cycler
 from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
@@ -88,7 +96,9 @@ FAILURE_COLORS: dict[str, str] = {
 }
 
 
-RC: dict[str, Any] = {
+THEME_STYLE = "whitegrid"  # seaborn's: a light grid to read dots and intervals against
+THEME_CONTEXT = "paper"  # seaborn's scale for line widths and markers in a notebook-width figure
+RC: dict[str, Any] = {  # over the theme: the sizes the figures' layouts are measured for
     "font.size": 10,
     "axes.titlesize": 11,
     "axes.labelsize": 10,
@@ -121,12 +131,25 @@ def save(fig: Figure, run: RunFolder, name: str) -> Figure:
     return save_to(fig, run.figure_path(name))
 
 
+def theme() -> dict[str, Any]:
+    """The one theme of every figure: seaborn's style and context, the Okabe-Ito colours in
+    turn (black last), then RC. Applied per figure (`styled`), not by `sns.set_theme`: that
+    would restyle every figure a user draws in the same kernel."""
+    colors = [c for name, c in OKABE_ITO.items() if name != "black"] + [OKABE_ITO["black"]]
+    return {
+        **sns.axes_style(THEME_STYLE),
+        **sns.plotting_context(THEME_CONTEXT),
+        "axes.prop_cycle": cycler(color=colors),
+        **RC,
+    }
+
+
 def styled(fn: Callable[..., Figure]) -> Callable[..., Figure]:
-    """Draw under the workbook's style (rcParams apply while artists are created)."""
+    """Draw under the workbook's theme (rcParams apply while artists are created)."""
 
     @functools.wraps(fn)
     def wrapper(*args: Any, **kwargs: Any) -> Figure:
-        with matplotlib.rc_context(RC):
+        with matplotlib.rc_context(theme()):
             return fn(*args, **kwargs)
 
     return wrapper
@@ -196,7 +219,8 @@ def dot_rows(
     high: str,
     labels: list[str],
 ) -> None:
-    """One row per (model, method): a marker at `value` (%), its interval as an error bar."""
+    """One row per (model, method): a marker at `value` (%), its interval as an error bar
+    (matplotlib's: the interval comes computed, which seaborn's dot plots cannot draw)."""
     y = np.arange(len(labels))[::-1]
     pos = dict(zip(labels, y, strict=True))
     for r in rows.to_dict("records"):

@@ -1,0 +1,84 @@
+"""`rmlib lab`'s parts without a browser: the run folder its kernels open and lock, the lab's
+command, and notebooks saved without outputs (tests/test_lab_browser.py drives the whole)."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from rmlib import lab
+from rmlib import run as runner
+from rmlib.run_folder import ENV_PARAMS, ENV_RUN_DIR, open_run
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def test_the_lab_opens_the_demo_run_folder_by_default():
+    assert lab.run_folder_of(lab.DEFAULT_PARAMS) == Path("outputs") / "demo"
+
+
+def test_the_lab_points_its_kernels_at_the_run_folder(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    env = lab.lab_environment(Path("outputs/x"), Path("p.yaml"))
+    assert env[ENV_RUN_DIR] == str(tmp_path / "outputs" / "x")  # absolute: kernels start elsewhere
+    assert env[ENV_PARAMS] == str(tmp_path / "p.yaml")
+    cmd = lab.lab_command(["--no-browser"])
+    assert cmd[:3] == [sys.executable, "-m", "jupyterlab"] and cmd[-1] == "--no-browser"
+    assert f"--ServerApp.root_dir={ROOT / 'notebooks'}" in cmd
+    assert "--FileContentsManager.pre_save_hook=rmlib.lab.strip_outputs" in cmd
+
+
+def test_a_notebook_is_saved_without_outputs():
+    cell = {"cell_type": "code", "source": "1", "outputs": [{"x": 1}], "execution_count": 3}
+    text = {"cell_type": "markdown", "source": "# t"}
+    model = {"type": "notebook", "content": {"cells": [cell, dict(text)]}}
+    lab.strip_outputs(model=model, path="05_results.ipynb", contents_manager=None)
+    assert model["content"]["cells"] == [{**cell, "outputs": [], "execution_count": None}, text]
+    other = {"type": "file", "content": "outputs"}
+    lab.strip_outputs(model=other, path="x.txt", contents_manager=None)
+    assert other == {"type": "file", "content": "outputs"}
+
+
+def test_a_kernel_opening_the_run_from_the_environment_holds_its_lock(tmp_path):
+    """What a lab's kernel does: open_run() with no injected run_dir locks the folder until the
+    process ends (an `rmlib run` on it is refused meanwhile, naming the kernel's pid)."""
+    folder = tmp_path / "run"
+    code = textwrap.dedent(
+        f"""
+        import os, sys
+        os.environ[{ENV_RUN_DIR!r}] = {str(folder)!r}
+        os.environ[{ENV_PARAMS!r}] = {str(ROOT / "params" / "smoke.yaml")!r}
+        from rmlib.run_folder import open_run
+        cfg, run = open_run(None, None)
+        open_run(None, None)  # a second open in the same kernel (a rerun cell) is no conflict
+        print(cfg.run.name, flush=True)
+        sys.stdin.read()  # a live kernel, until the test closes stdin
+        """
+    )
+    kernel = subprocess.Popen(
+        [sys.executable, "-c", code], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
+    )
+    try:
+        assert kernel.stdout.readline().strip() == "smoke"  # params.yaml written from $PARAMS
+        busy = pytest.raises(runner.RunFolderBusy, match=rf"pid {kernel.pid};.*Shut Down Kernel")
+        with busy, runner.holding(folder):
+            pass
+    finally:
+        kernel.stdin.close()
+        kernel.wait(timeout=60)
+    with runner.holding(folder):  # the kernel's exit released it
+        pass
+
+
+def test_a_notebook_run_by_rmlib_run_leaves_the_lock_to_the_runner(tmp_path):
+    """Papermill injects run_dir; the runner holds the lock, so the kernel must not take it."""
+    folder = tmp_path / "run"
+    folder.mkdir()
+    (folder / "params.yaml").write_text((ROOT / "params" / "smoke.yaml").read_text())
+    open_run(folder, None)
+    with runner.holding(folder):
+        pass
