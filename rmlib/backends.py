@@ -272,6 +272,7 @@ def _http_client(
         context_tokens=context_tokens(cfg),
         api=g.http_api,
         logprobs_kind=logprobs_kind or g.http_logprobs_kind,
+        vllm_extras=g.http_vllm_extras,
     )
 
 

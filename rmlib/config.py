@@ -146,10 +146,10 @@ class RunSection:
     )
     description: str = doc("One line saying what this profile is for.", "")
     gpus: Count = doc(
-        "GPUs the run uses on one node: GRPO trains with one process per GPU (accelerate) and "
-        "evaluation spreads over one engine per GPU. 1 = a single GPU (or the CPU). The grpo "
-        "micro-batch and accumulation are per process: a step is N times larger unless the "
-        "accumulation is divided by N.",
+        "GPUs the run uses on one node: GRPO trains with one process per GPU (accelerate), its "
+        "step staying the profile's (grpo.keep_step_on_gpus); rollouts and evaluation use one "
+        "engine per GPU with generation.backend 'served' (one in-process engine otherwise). "
+        "1 = a single GPU (or the CPU).",
         1,
     )
     gpu_class: str | None = doc(
@@ -306,6 +306,12 @@ class GenerationSection:
         "SGLang) or 'chat' (chat messages with per-token log-probs, for servers without a "
         "completions endpoint; the tokenizer still counts the prompt budgets).",
         "completions",
+    )
+    http_vllm_extras: bool = doc(
+        "backend 'http': send vLLM's request extensions (token ids for tokens, no added special "
+        "tokens, top_k). Off for servers that refuse unknown fields, such as OpenAI's API "
+        "(their top-k is then the server's own).",
+        True,
     )
     http_logprobs_kind: Literal["raw", "processed", "unknown"] = doc(
         "backend 'http': what the servers' log-probs are, as they were started (no server says "

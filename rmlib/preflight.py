@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from rmlib.config import RunConfig, load_config
+from rmlib.training.grpo_config import batch_plan, per_process
 
 SUFFIX = "-preflight"
 # A file in the preflight's folder: only a folder holding it is emptied before a preflight.
@@ -51,15 +52,18 @@ def preflight_name(cfg: RunConfig) -> str:
     return f"{cfg.run.name}{SUFFIX}"
 
 
+def _generation_batch(cfg: RunConfig) -> int:
+    """GRPO's generation batch in completions, global (all processes together) as TRL counts it."""
+    gpus = cfg.run.gpus
+    return batch_plan(per_process(cfg.grpo, gpus), gpus).generation_batch
+
+
 def preflight_overrides(cfg: RunConfig, items: int, steps: int) -> dict[str, Any]:
     """The dotted-key overrides that turn a profile into its preflight: `items` pairs of every
     evaluation set (and warm-up examples), enough training pairs for one generation batch, every
     prompt at its budget, `steps` GRPO steps with completions at their cap, one trained model."""
     grpo = cfg.grpo
-    per_generation = grpo.generation_batch_size or (
-        grpo.per_device_train_batch_size * grpo.gradient_accumulation_steps
-    )
-    prompts = per_generation // grpo.num_generations * cfg.run.gpus
+    prompts = _generation_batch(cfg) // grpo.num_generations
     train = {**_spec(cfg.data.train), "n": max(items, TRAIN_PAIRS_PER_PROMPT * prompts)}
     # vLLM's SamplingParams and transformers' GenerationConfig name the floor differently
     floor = "min_tokens" if grpo.use_vllm else "min_new_tokens"
@@ -169,7 +173,7 @@ def _untrained(cfg: RunConfig, folder: Path) -> str:
         if not steps:
             return (
                 f"{model} made no optimizer step (its mix is shorter than one generation batch "
-                f"of {cfg.grpo.generation_batch_size} completions): raise --preflight-items"
+                f"of {_generation_batch(cfg)} completions): raise --preflight-items"
             )
     return ""
 

@@ -73,7 +73,8 @@ class Interrupted(KeyboardInterrupt):
 # changed. The generation store keys on (model, prompt, sampling settings, sample index) only, so
 # none of them regenerates a stored sample, and params_hash leaves them out, so no completed
 # notebook runs again. GRPO's micro-batch and accumulation trade against each other: their
-# product (completions per optimizer step, which changes training) stays in the hash.
+# product (completions per optimizer step, which changes training) stays in the hash. GRPO's
+# generation batch is not here: TRL drops an incomplete last one, so it sets the steps an epoch.
 MEMORY_SETTINGS: tuple[str, ...] = (
     "generation.max_batch_tokens",
     "generation.max_batch_size",
@@ -84,7 +85,6 @@ MEMORY_SETTINGS: tuple[str, ...] = (
     "generation.max_num_batched_tokens",
     "grpo.per_device_train_batch_size",
     "grpo.gradient_accumulation_steps",
-    "grpo.generation_batch_size",
     "grpo.gradient_checkpointing",
     "grpo.vllm_gpu_memory_utilization",
     "grpo.vllm_cpu_kv_cache_gib",
@@ -495,7 +495,8 @@ GPU_MEMORY_LEEWAY = 0.98
 
 
 def check_gpu_class(cfg: RunConfig, cards: list[tuple[str, float]] | None = None) -> None:
-    """Refuse, before any work, a card smaller than the profile's run.gpu_class: its memory
+    """Refuse, before any work, fewer visible GPUs than run.gpus, or a card smaller than the
+    profile's run.gpu_class: its memory
     settings were sized for that class and would run out of memory hours in. A larger card or
     another class of the same memory runs, with one warning line. Skipped when run.gpu_class is
     None or no GPU is visible (check_device rules the CPU). `cards`: (name, GiB) per GPU the run
@@ -503,10 +504,15 @@ def check_gpu_class(cfg: RunConfig, cards: list[tuple[str, float]] | None = None
     from rmlib.config import ConfigError
     from rmlib.plan.facts import class_of_device, gpu_class
 
+    cards = visible_gpus() if cards is None else cards
+    if cards and len(cards) < cfg.run.gpus:  # 03's accelerate launch would fail hours in
+        raise ConfigError(
+            f"{cfg.source}: run.gpus is {cfg.run.gpus} but {len(cards)} GPU(s) are visible "
+            f"({', '.join(name for name, _ in cards)}): set run.gpus to {len(cards)} or less"
+        )
     if cfg.run.gpu_class is None:
         return
     want = gpu_class(cfg.run.gpu_class)
-    cards = visible_gpus() if cards is None else cards
     for index, (name, gib) in enumerate(cards[: cfg.run.gpus]):
         found = class_of_device(name) or "no known class"
         if gib < want.memory_gib * GPU_MEMORY_LEEWAY:

@@ -26,6 +26,7 @@ _BACKENDS = {
     "vllm": "vLLM's engine in this process",
     "hf": "the transformers decode loop",
     "http": "OpenAI-compatible servers (generation.endpoints)",
+    "served": "vLLM servers the run starts, one a GPU (rmlib serve)",
 }
 
 
@@ -47,7 +48,8 @@ def what_ran(cfg: RunConfig, run: RunFolder) -> str:
     adapter method and base, and the format warm-up's, from `run_facts`."""
     facts = run_facts(cfg, run)
     params, prec = facts["params"], facts["precision"]
-    parts = [f"backbone `{params['model']['backbone']}` on {_device(facts.get('hardware', {}))}"]
+    device = _device(facts.get("hardware", {}), params)
+    parts = [f"backbone `{params['model']['backbone']}` on {device}"]
     parts.append(_generation(params, prec))
     parts.append("GRPO: " + _adapter(prec["train_precision"]["used"]) + _sampler(prec))
     warm = prec.get("warmup_precision")
@@ -56,10 +58,11 @@ def what_ran(cfg: RunConfig, run: RunFolder) -> str:
     return f"**What this run used** (from {facts['source']}): " + "; ".join(parts) + "."
 
 
-def _device(hardware: dict[str, Any]) -> str:
+def _device(hardware: dict[str, Any], params: dict[str, Any]) -> str:
     gpus = hardware.get("gpus") or []
     if gpus:
-        return f"{len(gpus)} × {gpus[0]}"
+        used = min(params.get("run", {}).get("gpus", 1), len(gpus))  # run.gpus of the node's
+        return f"{used} of {len(gpus)} × {gpus[0]}" if used < len(gpus) else f"{used} × {gpus[0]}"
     return f"the CPU ({hardware.get('cpu_count', '?')} cores)"
 
 

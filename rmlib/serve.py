@@ -237,7 +237,12 @@ class Servers:
 
     def params_snippet(self, served_models: Mapping[str, str] | None = None) -> str:
         """The params lines that point a run at these servers."""
-        gen: dict[str, Any] = {"backend": "http", "endpoints": self.endpoints}
+        # the servers return raw log-probs (--logprobs-mode raw_logprobs), as `served` records
+        gen: dict[str, Any] = {
+            "backend": "http",
+            "endpoints": self.endpoints,
+            "http_logprobs_kind": "raw",
+        }
         if served_models:
             gen["served_models"] = dict(served_models)
         return _yaml({"generation": gen})

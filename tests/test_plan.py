@@ -461,11 +461,19 @@ def test_paper_plan_has_the_papers_volume_expected_below_upper_on_1_and_8_gpus()
                 assert 0 < row["hours_expected"] < row["hours"], row["notebook"]
                 assert row["generated_tokens_expected"] < row["generated_tokens_upper_bound"]
     assert one["gpu_count"] == 1 and eight["gpu_count"] == 8
-    # 8 ranks share every notebook's work; engine starts and weight syncs do not shrink
-    assert 6 < one["hours_expected"] / eight["hours_expected"] < 8
+    # as profiled (one in-process engine): 8 ranks share GRPO's work, 02 and 04 keep one engine
+    for nb in ("02_rollouts", "04_inference"):
+        assert _rows(eight)[nb]["hours_expected"] == _rows(one)[nb]["hours_expected"], nb
+    grpo = [_rows(p)["03_training"]["hours_expected"] for p in (one, eight)]
+    assert 6 < grpo[0] / grpo[1] < 8
     assert [s["gpus"] for s in one["scaling"]] == [1, 2, 4, 8]
     assert one["scaling"][3]["hours_expected"] == pytest.approx(eight["hours_expected"], abs=0.01)
     assert _rows(eight)["03_training"]["optimizer_steps"] == 1_440  # same global batch
+    # served (one vLLM server a GPU): every notebook's work is shared; engine starts and
+    # weight syncs do not shrink
+    served = _profile("qwen3-4b-paper", **{"generation.backend": "served"})
+    one_s, eight_s = planner.plan(served), planner.plan(served, gpu_count=8)
+    assert 6 < one_s["hours_expected"] / eight_s["hours_expected"] < 8
 
 
 def test_night_profile_fits_a_night_on_one_h100():

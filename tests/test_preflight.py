@@ -42,6 +42,15 @@ def test_every_profiles_preflight_is_a_valid_profile_at_its_own_batch_sizes(prof
     assert set(pre.eval.models) <= set(cfg.eval.models) and len(pre.eval.models) <= 3
 
 
+def test_the_preflights_training_pairs_do_not_grow_with_the_gpu_count():
+    """The generation batch is global (all processes together): 8 GPUs fill it with the same
+    prompts as one, so the preflight's training pairs stay the same."""
+    params = ROOT / "params" / "qwen3-4b-paper.yaml"
+    one = pf.preflight_overrides(load_config(params), 4, 2)["data.train"]["n"]
+    eight = pf.preflight_overrides(load_config(params, {"run.gpus": 8}), 4, 2)["data.train"]["n"]
+    assert one == eight == 2 * 512 // 8
+
+
 def test_the_preflight_keeps_the_base_and_the_longest_prompted_trained_model():
     params = ROOT / "params" / "smoke.yaml"
     every = {"eval.models": ["base", "rft", "same_volume", "unified", "refl_only"]}

@@ -25,7 +25,6 @@ MEMORY_ONLY = {
     "generation.max_num_batched_tokens": 4096,
     "grpo.per_device_train_batch_size": 1,
     "grpo.gradient_accumulation_steps": 2,
-    "grpo.generation_batch_size": 2,
     "grpo.gradient_checkpointing": True,
     "grpo.vllm_gpu_memory_utilization": 0.4,
     "grpo.vllm_cpu_kv_cache_gib": 0.25,
@@ -47,6 +46,11 @@ def test_memory_settings_keep_the_params_hash_and_results_settings_do_not():
     # the optimizer's batch is a result setting: the micro-batch alone changes it
     assert runner.params_hash(load_config(SMOKE, {"grpo.gradient_accumulation_steps": 2})) != base
     assert runner.params_hash(load_config(SMOKE, {"rollouts.max_new_tokens": 8})) != base
+    # GRPO's generation batch too: TRL drops an incomplete last one (the steps an epoch change)
+    four = {"grpo.per_device_train_batch_size": 1, "grpo.gradient_accumulation_steps": 4}
+    assert runner.params_hash(load_config(SMOKE, {**four, "grpo.generation_batch_size": 2})) != (
+        runner.params_hash(load_config(SMOKE, {**four, "grpo.generation_batch_size": 4}))
+    )
 
 
 def test_a_finished_training_stays_finished_under_memory_changes():
@@ -72,7 +76,7 @@ def test_a_finished_training_stays_finished_under_memory_changes():
 def test_an_out_of_memory_error_line_names_the_memory_settings(error):
     hint = runner.oom_hint(error)
     for key in ("grpo.per_device_train_batch_size", "generation.gpu_memory_utilization",
-                "generation.max_num_seqs", "grpo.generation_batch_size"):
+                "generation.max_num_seqs", "grpo.vllm_gpu_memory_utilization"):
         assert key in hint
     assert "\n" not in hint
 
@@ -116,7 +120,9 @@ def test_a_run_stopped_in_02_resumes_with_memory_changes_without_generating_agai
 
 
 def _profile(gpu_class: str | None, gpus: int = 1):
-    return load_config(SMOKE, {"run.gpu_class": gpu_class, "run.gpus": gpus})
+    # the paper profile: its GRPO batch splits over 1, 2, 4 or 8 processes (smoke's does not)
+    paper = SMOKE.parent / "qwen3-4b-paper.yaml"
+    return load_config(paper, {"run.gpu_class": gpu_class, "run.gpus": gpus})
 
 
 def test_a_card_smaller_than_the_profiles_class_is_refused_in_one_line():
@@ -141,6 +147,15 @@ def test_every_gpu_the_run_uses_is_checked_and_no_class_means_no_check():
         runner.check_gpu_class(_profile("h100-80gb", gpus=2), cards=cards)
     runner.check_gpu_class(_profile(None), cards=[("NVIDIA L4", 22.0)])
     runner.check_gpu_class(_profile("h200"), cards=[])  # CPU: check_device's to rule
+
+
+def test_more_gpus_than_visible_are_refused_before_any_work():
+    """run.gpus: 8 on a node showing 4 would pass 01 and 02 and fail at 03's launch."""
+    cards = [("NVIDIA H100 80GB HBM3", 79.6)] * 4
+    runner.check_gpu_class(_profile(None, gpus=4), cards=cards)
+    with pytest.raises(ConfigError, match=r"run.gpus is 8 but 4 GPU\(s\) are visible"):
+        runner.check_gpu_class(_profile(None, gpus=8), cards=cards)
+    runner.check_gpu_class(_profile(None, gpus=2), cards=[])  # CPU processes (gloo): no GPU
 
 
 def test_the_cards_come_from_nvidia_smi_with_the_visible_devices(monkeypatch):

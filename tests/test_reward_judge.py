@@ -202,6 +202,12 @@ def test_chat_envelopes_count_as_the_rendered_prompt(tok):
     request = backend._request(built.text, SamplingParams.greedy(4), 1, None)
     assert request["logprobs"] is True and request["messages"] == messages
     assert request["extra_body"]["chat_template_kwargs"] == {"enable_thinking": False}
+    extra = request["extra_body"]
+    assert extra["top_k"] == -1 and extra["add_special_tokens"] is False
+    # a server that refuses unknown fields (OpenAI's API) gets none of vLLM's extensions
+    plain = HTTPBackend("http://127.0.0.1:9", "m", api="chat", progress=False, vllm_extras=False)
+    request = plain._request(built.text, SamplingParams.greedy(4), 1, None)
+    assert "extra_body" not in request and request["temperature"] == 0.0
 
 
 def test_a_chat_answer_without_log_probs_is_refused():

@@ -264,7 +264,8 @@ class HTTPBackend:
     seed_mode: see the module docstring. logprobs: the `logprobs` request field (the chosen
     token's log-prob always comes back; >0 adds that many top alternatives, unused here).
     api_key: sent as a Bearer token; None: no key (the environment is not read). extra_body:
-    fields merged into every request (default VLLM_EXTRAS; {} sends none). progress: a tqdm bar
+    fields merged into every request (default VLLM_EXTRAS, or none with vllm_extras off: then
+    no top_k either, for servers that refuse unknown fields). progress: a tqdm bar
     of requests. context_tokens: the longest prompt + generation that will be sent (a run: its
     longest prompt budget + longest generation, `rmlib.backends.context_tokens`); before the
     first request each server's `max_model_len` (vLLM lists it in GET /v1/models) must hold it,
@@ -292,6 +293,7 @@ class HTTPBackend:
         context_tokens: int | None = None,
         api: Api = "completions",
         logprobs_kind: LogprobsKind = "unknown",
+        vllm_extras: bool = True,
     ) -> None:
         urls = [endpoints] if isinstance(endpoints, str) else list(endpoints)
         if not urls or not model:
@@ -316,7 +318,10 @@ class HTTPBackend:
         self.seed_mode: SeedMode = seed_mode
         self.logprobs = logprobs
         self.api_key = api_key or None
-        self.extra_body = dict(VLLM_EXTRAS if extra_body is None else extra_body)
+        # a server that refuses unknown fields (OpenAI's API) gets none of vLLM's, top_k too
+        self.vllm_extras = vllm_extras
+        default = VLLM_EXTRAS if vllm_extras else {}
+        self.extra_body = dict(default if extra_body is None else extra_body)
         self.progress = progress
         self.context_tokens = context_tokens
         self._handshaken = False
@@ -482,17 +487,20 @@ class HTTPBackend:
         if self.api == "chat":
             messages, template_kwargs = read_chat_prompt(prompt)
             request.update(messages=messages, logprobs=True, top_logprobs=self.logprobs)
-            if template_kwargs:
+            if template_kwargs and self.vllm_extras:  # vLLM's (and SGLang's) extension too
                 extra.setdefault("chat_template_kwargs", template_kwargs)
         else:
             request.update(prompt=prompt, logprobs=self.logprobs, echo=False)
         if params.do_sample:
             request.update(temperature=params.temperature, top_p=params.top_p, seed=seed)
-            extra.setdefault("top_k", params.top_k if params.top_k > 0 else -1)
+            top_k = params.top_k if params.top_k > 0 else -1
         else:  # greedy; still explicit, so no checkpoint default can turn filtering on
             request.update(temperature=0.0, top_p=1.0)
-            extra.setdefault("top_k", -1)
-        request["extra_body"] = extra
+            top_k = -1
+        if self.vllm_extras:
+            extra.setdefault("top_k", top_k)
+        if extra:
+            request["extra_body"] = extra
         return request
 
     async def _run(self, jobs: list[_Job]) -> dict[tuple[int, int], Generation]:

@@ -35,6 +35,11 @@ class Scenario:
     easy_share: float = 0.0
     gpus: int = 1
 
+    def engines(self, cfg: RunConfig) -> int:
+        """Engines that share 02's and 04's generations: one per GPU when the run serves them
+        (generation.backend 'served'), else the one in-process engine (or server set) it has."""
+        return self.gpus if cfg.generation.backend == "served" else 1
+
     def prompt(self, cfg: RunConfig, source: str) -> float:
         """A judgment prompt of `source` within prompts.max_prompt_tokens."""
         return min(cfg.prompts.max_prompt_tokens, self.prompts.get(source, INF))

@@ -147,16 +147,16 @@ def _rollouts_row(cfg: RunConfig, est: Estimator, n_train: int, sc: Scenario) ->
     if gen.backend != "hf":
         seconds["engine_start"] = est.c["vllm_engine_start_s"]
     engine_gib, served = _generation_engine(cfg, est)
-    # each GPU's engine generates its share of the pairs at once
+    engines = sc.engines(cfg)  # each engine generates its share of the pairs at once
     seconds.update(
         est.generation_s(
-            prompt_tokens / sc.gpus,
-            tokens / sc.gpus,
+            prompt_tokens / engines,
+            tokens / engines,
             "hf" if gen.backend == "hf" else "vllm",
             engine_gib=engine_gib,
             precision=served,
             ctx=prompt + each / 2,
-            queued=n_train * ro.n_samples / sc.gpus,
+            queued=n_train * ro.n_samples / engines,
         )
     )
     return _finish(row, est, seconds, blocked)
@@ -330,14 +330,15 @@ def _inference_row(
     ctx = sum(
         n * per[s]["generations"] * eval_context(cfg, s, sc) for s, n in judged.items()
     ) / max(gens, 1)
+    engines = sc.engines(cfg)
     seconds = est.generation_s(
-        prompt_tokens / sc.gpus,
-        tokens / sc.gpus,
+        prompt_tokens / engines,
+        tokens / engines,
         engine,
         engine_gib=engine_gib,
         precision=served,
         ctx=ctx,
-        queued=max(gens, 1) / sc.gpus,
+        queued=max(gens, 1) / engines,
     )
     if cfg.generation.backend != "hf":
         # adapters by LoRARequest (CUDA's 'auto') share the base model's engine: one start
@@ -448,7 +449,7 @@ def plan(
             "constants": {k: v.to_dict() for k, v in constants.items()},
             "measured": about if card.name != CPU_CLASS else None,
         },
-        "notes": _notes(cfg, est, about),
+        "notes": _notes(cfg, est, about, gpus),
     }
 
 
@@ -558,7 +559,7 @@ def _notebook_row(
     return row
 
 
-def _notes(cfg: RunConfig, est: Estimator, about: dict | None) -> list[str]:
+def _notes(cfg: RunConfig, est: Estimator, about: dict | None, gpus: int) -> list[str]:
     notes = [
         "upper bounds (≤): every generation at its cap, every training pair in the mix, every "
         "prompt at its budget (prompts.max_prompt_tokens "
@@ -574,6 +575,13 @@ def _notes(cfg: RunConfig, est: Estimator, about: dict | None) -> list[str]:
         f"memory and hours are estimates for the {est.gpu.name} class ({est.gpu.cards}); memory "
         "at the budgets (the upper bound)",
     ]
+    if cfg.generation.backend != "served":
+        notes.append(
+            f"02 and 04 generate on one engine (generation.backend {cfg.generation.backend}) "
+            f"however many GPUs: only GRPO uses {gpus if gpus > 1 else 'N'} of them; "
+            "generation.backend: served spreads rollouts and evaluation over one vLLM server "
+            "a GPU (rmlib serve)"
+        )
     assumed = [k for k, v in est.constants.items() if v.source == ASSUMED]
     if assumed:
         notes.append(
