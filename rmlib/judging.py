@@ -514,6 +514,11 @@ def _with_each_order(df: pd.DataFrame) -> pd.DataFrame:
         df[f"verdict_{order}"] = [
             mine.get((m, i)) for m, i in zip(df["method"], df["id"], strict=True)
         ]
+    # the same dtypes whichever methods ran (a greedy-only table has no winners at all)
+    df["winners"] = pd.Series(
+        [w if isinstance(w, list) else None for w in df["winners"]], dtype=object
+    )
+    df["confidence"] = df["confidence"].astype(float)
     for col in ("verdict", "label", "anchor", "verdict_given", "verdict_swapped"):
         df[col] = pd.array([None if pd.isna(v) else int(v) for v in df[col]], dtype="Int64")
     return df[list(OUTPUT_COLUMNS)]
