@@ -454,16 +454,18 @@ def _greedy_rows(greedy: pd.DataFrame) -> list[dict[str, Any]]:
 
 
 def _majority_rows(rollouts: pd.DataFrame, infer: ReflectConfig) -> list[dict[str, Any]]:
-    """The majority of each pair's samples (`rmlib.reflect.majority_vote`, the run's tie rule);
-    the confidence is that of the most confident sample voting for the verdict."""
-    from rmlib.reflect import majority_vote, pair_rng
+    """The majority of each pair's samples (the registry's vote, the run's tie rule); the
+    confidence is that of the most confident sample voting for the verdict."""
+    from rmlib.reflect.registry import BY_NAME, PairVotes
 
     rows = []
     for key, g in rollouts.groupby("key", sort=False):
         g = g.sort_values("sample")
         choices = [None if pd.isna(c) else int(c) for c in g["choice"]]
-        rng = pair_rng(infer.seed, str(key), "majority_tie")
-        verdict = majority_vote(choices, infer.majority_tie_break, rng)  # type: ignore[arg-type]
+        votes = PairVotes(
+            key=str(key), source=str(g["source"].iat[0]), choices=choices, anchor=None
+        )
+        verdict, _, _ = BY_NAME["majority"].vote(votes, infer)  # type: ignore[misc]
         voting = [c for c, ch in zip(g["confidence"], choices, strict=True) if ch == verdict]
         rows.append(
             _row(
