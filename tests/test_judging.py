@@ -8,9 +8,12 @@ import json
 import os
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 import pytest
 from reflect_fakes import Scripted, ScriptedBackend, make_pair, qwen3_tokenizer
+from test_generation_http import MODEL, fast_retries, hf  # noqa: F401 (fixtures)
+from test_generation_http import serve as serve  # noqa: F401 (a fixture)
 from test_reflect import LABELS, SCRIPT
 
 from rmlib.cli import main
@@ -241,6 +244,53 @@ def test_the_context_holds_the_reflection_budget_only_with_stage_2():
     assert JudgeConfig(prompts=prompts, inference=infer).context_tokens() == 320
     with pytest.raises(ValueError, match="methods must be among"):
         JudgeConfig(judge=JudgeSection(methods=[]))
+
+
+# ---------------------------------------------------------------- a served judge (--endpoint)
+
+
+def _stored(store: Path, greedy: bool) -> dict[tuple, tuple]:
+    """(prompt hash, sample) -> (text, token ids, log-probs) of the greedy (or sampled)
+    generations stored, whatever the identity."""
+    import sqlite3
+
+    with sqlite3.connect(store) as db:
+        rows = db.execute("SELECT prompt_sha, params, sample, generation FROM generations")
+        out = {}
+        for sha, params, i, g in rows:
+            if json.loads(params)["do_sample"] != greedy:
+                g = json.loads(g)
+                out[(sha, i)] = (g["text"], g["token_ids"], g["logprobs"])
+        return out
+
+
+def test_rmlib_judge_against_a_server_generates_what_the_local_judge_does(tmp_path, serve):
+    """`--endpoint` (an OpenAI-compatible server answering from the tiny Qwen3 in fp32) and the
+    same model in this process (`--backend hf`): the same prompts and greedy judgments, text for
+    text, both orders (the fake server seeds a sample from the request's seed, not as the
+    transformers loop does: sampled texts are compared in tests/test_generation_http.py)."""
+    server = serve(max_model_len=512)
+    pairs = _write(tmp_path / "p.jsonl", GOOD)
+    common = ["judge", str(pairs), "--model", "embedded:tiny-qwen3", "--precision", "fp32",
+              "--method", "greedy", "--method", "majority", "--samples", "2",
+              "--max-new-tokens", "6", "--max-prompt-tokens", "256", "--no-progress"]  # fmt: skip
+    served, local = tmp_path / "served.jsonl", tmp_path / "local.jsonl"
+    argv = [*common, "-o", str(served), "--endpoint", server.url, "--served-model", MODEL]
+    assert main(argv) == 0
+    assert main([*common, "-o", str(local), "--backend", "hf"]) == 0
+    served_greedy = _stored(tmp_path / "served.generations.sqlite", greedy=True)
+    local_greedy = _stored(tmp_path / "local.generations.sqlite", greedy=True)
+    assert len(served_greedy) == 3 * 2 and served_greedy.keys() == local_greedy.keys()
+    for key, (text, ids, logprobs) in served_greedy.items():
+        assert (text, ids) == local_greedy[key][:2]
+        np.testing.assert_allclose(logprobs, local_greedy[key][2], atol=1e-4)
+    # each prompt its own log-probs: real generations, not one canned answer
+    assert len({tuple(np.round(g[2], 2)) for g in served_greedy.values()}) > 1
+    assert len(_stored(tmp_path / "served.generations.sqlite", greedy=False)) == 3 * 2 * 2
+    a, b = load_predictions(served), load_predictions(local)
+    greedy_rows = a["method"] == "greedy"
+    assert a.loc[greedy_rows, "verdict"].equals(b.loc[greedy_rows, "verdict"]) and len(a) == 12
+    assert server.requests > 0
 
 
 # ---------------------------------------------------------------- a real run (slow)
