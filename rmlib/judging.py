@@ -27,11 +27,14 @@ import pandas as pd
 from rmlib.config import PARAMS, GenerationSection, ModelSection, PromptSection, doc
 from rmlib.data._io import Row, collect, read_file, user
 from rmlib.data.pair import LoadResult, OnError, Pair
+from rmlib.reflect.registry import METHODS
 from rmlib.reflect.settings import ReflectConfig
 
-JudgeMethod = Literal["greedy", "majority", "reflectrm"]
-JUDGE_METHODS: tuple[str, ...] = ("greedy", "majority", "reflectrm")
+# Any registered method (rmlib.reflect.registry): a vote added there is one here too
+JUDGE_METHODS: tuple[str, ...] = METHODS
 Orders = Literal["given", "both"]
+# Methods judged without `run_reflectrm` (no stage 2)
+STAGE1_ONLY: frozenset[str] = frozenset({"greedy", "majority"})
 
 # A pairs file's source name (what the store keys and the predictions' `source` say)
 PAIRS_SOURCE = "pairs"
@@ -111,10 +114,12 @@ class JudgeSection:
 
     """What only `rmlib judge` needs besides the sections a params file has."""
 
-    methods: list[JudgeMethod] = doc(
-        "Inference methods to run: 'greedy' (one greedy judgment), 'majority' (majority of "
-        "inference.n_samples sampled judgments), 'reflectrm' (the two stages). Methods sharing "
-        "stage 1 share its samples (the store answers the second).",
+    methods: list[str] = doc(
+        "Inference methods to run, any of rmlib.reflect.METHODS: 'greedy' (one greedy "
+        "judgment), 'majority' (majority of inference.n_samples sampled judgments), "
+        "'reflectrm' (the two stages), and the ablations 'anchor', 'random_anchor', "
+        "'random_winners'. Methods share stage 1's samples and stage 2's calls; greedy alone or "
+        "with majority runs no stage 2.",
         ["reflectrm"],
     )
     orders: Orders = doc(
@@ -147,23 +152,31 @@ class JudgeConfig:
 
     def reflect_config(self) -> ReflectConfig:
         """The inference section as `run_reflectrm` takes it: orders and baselines from here."""
+        ablation = "random_anchor" in self.judge.methods
         return replace(
             self.inference,
             both_orders=self.judge.orders == "both",
             swapped_pairs=None,
             run_greedy="greedy" in self.judge.methods,
+            # asked for by name: on every source, not only the paper's two
+            run_random_anchor=ablation,
+            random_anchor_sources=None if ablation else self.inference.random_anchor_sources,
         )
+
+    def reflects(self) -> bool:
+        """Whether stage 2 runs: any method but greedy and majority needs the two stages' run."""
+        return not set(self.judge.methods) <= STAGE1_ONLY
 
     def longest_prompt_tokens(self) -> int:
         """The longest prompt this call sends: the reflection budget only with stage 2."""
-        if "reflectrm" in self.judge.methods:
+        if self.reflects():
             return self.prompts.longest_prompt_tokens()
         return self.prompts.max_prompt_tokens
 
     def context_tokens(self) -> int:
         """What an engine's or server's context must hold: longest prompt + longest generation."""
         new = self.inference.max_new_tokens
-        if "reflectrm" in self.judge.methods:
+        if self.reflects():
             new = max(new, self.inference.reflection_max_new_tokens)
         return self.longest_prompt_tokens() + new
 
@@ -316,9 +329,10 @@ def cost(pairs: Sequence[Pair], cfg: JudgeConfig) -> dict[str, int]:
     judged = len(pairs) * orders
     n = cfg.inference.n_samples
     methods = set(cfg.judge.methods)
+    plans = 2 if "random_anchor" in methods else 1  # the ablation's anchor: N-1 calls more
     out = {"pairs": len(pairs), "orders": orders, "greedy": judged if "greedy" in methods else 0}
-    out["samples"] = judged * n if methods & {"majority", "reflectrm"} else 0
-    out["reflections_at_most"] = judged * (n - 1) if "reflectrm" in methods else 0
+    out["samples"] = judged * n if methods - {"greedy"} else 0
+    out["reflections_at_most"] = judged * (n - 1) * plans if cfg.reflects() else 0
     out["total_at_most"] = out["greedy"] + out["samples"] + out["reflections_at_most"]
     return out
 
@@ -334,9 +348,11 @@ def judge(
     cfg = cfg or JudgeConfig()
     methods = set(cfg.judge.methods)
     infer = cfg.reflect_config()
-    if "majority" in methods and "reflectrm" not in methods:
+    if methods <= {"greedy"}:
+        result = _greedy_only(pairs, backend, tokenizer, cfg, infer)
+    elif not cfg.reflects():
         result = _stage1_only(pairs, backend, tokenizer, cfg, infer)
-    elif methods & {"majority", "reflectrm"}:
+    else:
         result = run_reflectrm(
             pairs,
             backend,
@@ -346,8 +362,6 @@ def judge(
             critique_with_result=cfg.prompts.critique_with_result,
             enable_thinking=cfg.model.enable_thinking,
         )
-    else:
-        result = _greedy_only(pairs, backend, tokenizer, cfg, infer)
     unlabelled = {p.id for p in pairs if p.meta.get(UNLABELLED)}
     return predictions_table(result, cfg.judge.methods, unlabelled)
 
@@ -410,7 +424,7 @@ def predictions_table(
         elif method == "majority":
             rows += _majority_rows(result.rollouts, result.config)
         else:
-            rows += _reflectrm_rows(result)
+            rows += _method_rows(result, method)
     df = pd.DataFrame(rows, columns=[c for c in OUTPUT_COLUMNS if "verdict_" not in c])
     blank = df["id"].isin(set(unlabelled))
     df["label"] = df["label"].astype(object).where(~blank, None)
@@ -480,12 +494,15 @@ def _majority_rows(rollouts: pd.DataFrame, infer: ReflectConfig) -> list[dict[st
     return rows
 
 
-def _reflectrm_rows(result: Any) -> list[dict[str, Any]]:
-    """ReflectRM's verdict per pair and order, with its anchor (and the anchor's confidence)
-    and the winners: the samples whose critique beat the anchor's in stage 2."""
-    preds = result.predictions[result.predictions["method"] == "reflectrm"]
+def _method_rows(result: Any, method: str) -> list[dict[str, Any]]:
+    """A method's verdict per pair and order from the run's predictions, with its anchor (and
+    the anchor's confidence) and, for a stage-2 plan (ReflectRM, the random anchor), the
+    winners: the samples whose critique beat that anchor's."""
+    from rmlib.reflect.method import STAGE2_PLANS
+
+    preds = result.predictions[result.predictions["method"] == method]
     refl = result.reflections
-    won = refl[(refl["method"] == "reflectrm") & refl["other_wins"].astype(bool)]
+    won = refl[(refl["method"] == method) & refl["other_wins"].astype(bool)]
     winners = {k: sorted(int(i) for i in g["i"]) for k, g in won.groupby("key")}
     ro = result.rollouts
     conf = {
@@ -497,11 +514,13 @@ def _reflectrm_rows(result: Any) -> list[dict[str, Any]]:
         rows.append(
             _row(
                 r,
-                "reflectrm",
+                method,
                 r.verdict,
                 confidence=None if anchor is None else _confidence(conf[(r.key, anchor)]),
                 anchor=anchor,
-                winners=None if anchor is None else winners.get(r.key, []),
+                winners=None
+                if anchor is None or method not in STAGE2_PLANS
+                else winners.get(r.key, []),
                 n_parsed=int(r.n_parsed),
                 truncated_prompt=bool(r.truncated_prompt),
             )

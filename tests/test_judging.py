@@ -29,7 +29,7 @@ from rmlib.judging import (
     summary,
     write_predictions,
 )
-from rmlib.reflect import ReflectConfig, run_reflectrm
+from rmlib.reflect import METHODS, ReflectConfig, run_reflectrm
 from rmlib.scoring import score_predictions
 from rmlib.scoring.predictions import load_predictions
 
@@ -143,17 +143,15 @@ def _by(df: pd.DataFrame) -> dict[tuple[str, str, str], dict]:
 
 def test_predictions_are_the_methods_own_verdicts_with_anchor_winners_and_confidence(tokenizer):
     pairs = [make_pair(pid, label) for pid, label in LABELS.items()]
-    cfg = _config(["greedy", "majority", "reflectrm"])
+    cfg = _config(list(METHODS))  # every registered method, the ablations too
     df = judge(pairs, ScriptedBackend(SCRIPT), tokenizer, cfg)
-    assert list(df.columns) == list(OUTPUT_COLUMNS) and len(df) == 3 * 4
+    assert list(df.columns) == list(OUTPUT_COLUMNS) and len(df) == len(METHODS) * 4
     ref = run_reflectrm(pairs, ScriptedBackend(SCRIPT), tokenizer, cfg.reflect_config())
     p = ref.predictions
     keys = zip(p["method"], p["key"], p["verdict"], strict=True)
     want = {(m, k.split(":")[1]): _int(v) for m, k, v in keys}
     got = _by(df)
-    assert {(m, pid): _int(r["verdict"]) for (m, pid, _), r in got.items()} == {
-        k: v for k, v in want.items() if k[0] in JUDGE3
-    }
+    assert {(m, pid): _int(r["verdict"]) for (m, pid, _), r in got.items()} == want
     # worked out in tests/test_reflect.py: A's anchor is s0 (verdict 2), one winner turns it to 1
     a = got[("reflectrm", "A", "given")]
     assert (a["verdict"], a["anchor"], len(a["winners"]), a["correct"]) == (1, 0, 1, True)
@@ -171,6 +169,10 @@ def test_predictions_are_the_methods_own_verdicts_with_anchor_winners_and_confid
     ) == (
         2,
         1,
+    )
+    ra = got[("random_anchor", "A", "given")]  # a stage-2 plan of its own: its winners
+    assert (
+        isinstance(ra["winners"], list) and got[("random_winners", "A", "given")]["winners"] is None
     )
 
 
