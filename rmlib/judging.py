@@ -638,11 +638,12 @@ def judge_file(
         raise ValueError(f"{loaded.path}: no pairs to judge")
     store = Path(store) if store is not None else default_store(output)
     plan = cost(pairs, cfg)
+    per = f" ({cfg.inference.n_samples} per pair and order)" if plan["samples"] else ""
     log(
         f"judging {plan['pairs']} pairs x {plan['orders']} order(s) with "
         f"{', '.join(cfg.judge.methods)}: {plan['greedy']} greedy judgments, {plan['samples']} "
-        f"sampled ({cfg.inference.n_samples} per pair and order), up to "
-        f"{plan['reflections_at_most']} reflections; store {store} (stored ones are not redone)"
+        f"sampled{per}, up to {plan['reflections_at_most']} reflections; store {store} "
+        "(stored ones are not redone)"
     )
     backend, tokenizer = judge_backend(cfg, store)
     start = time.perf_counter()
