@@ -532,6 +532,125 @@ def _fetch(args: argparse.Namespace) -> int:
     return 0
 
 
+# ---------------------------------------------------------------- rmlib judge
+
+
+def _add_judge(sub: argparse._SubParsersAction) -> None:
+    from rmlib.judging import JUDGE_METHODS
+
+    judge = sub.add_parser(
+        "judge",
+        help="judge pairs (a benchmark or a pairs file) and write predictions rmlib score reads",
+        description="Judge pairs with greedy, majority of N or ReflectRM's two stages, in one "
+        "order or both, with the embedded model, a hub id or local checkpoint (+ adapter) on "
+        "vLLM in this process, or OpenAI-compatible servers (--endpoint). Every generation is "
+        "stored (SQLite beside the output, or --store): an interrupted call resumes. See "
+        "rmlib.judging for the output's columns.",
+    )
+    judge.add_argument(
+        "pairs",
+        nargs="?",
+        metavar="PAIRS",
+        help="a pairs file (.jsonl: prompt "
+        "or messages, response_a, response_b, optional label, id, subset)",
+    )
+    judge.add_argument("--source", help="judge a benchmark through its loader (e.g. rewardbench)")
+    judge.add_argument("--path", metavar="DATA", help="--source: its local copy (default: hub)")
+    judge.add_argument("--split", help="--source: split (default: the source's)")
+    judge.add_argument("-n", "--n-pairs", type=_count, help="a seeded draw of about N pairs")
+    judge.add_argument(
+        "--seed", type=_seed, default=0, help="placement, subsample and sampling seed (default 0)"
+    )
+    judge.add_argument(
+        "--on-error",
+        choices=("raise", "skip"),
+        default="raise",
+        help="a bad input row: stop (default) or skip and count it",
+    )
+    judge.add_argument(
+        "-o",
+        "--output",
+        required=True,
+        metavar="PREDICTIONS",
+        help="predictions file (.jsonl or .parquet)",
+    )
+    judge.add_argument(
+        "--store", metavar="SQLITE", help="generation store (default: beside the output)"
+    )
+    judge.add_argument(
+        "--model",
+        help="hub id, local checkpoint or embedded:NAME (default: "
+        "model.backbone's); with --endpoint, the tokenizer's",
+    )
+    judge.add_argument("--adapter", metavar="DIR", help="a PEFT adapter on the model")
+    judge.add_argument(
+        "--precision",
+        choices=("auto", "bf16", "fp32", "nf4"),
+        help="weights (default auto: bf16 where the hardware runs it fast)",
+    )
+    judge.add_argument(
+        "--backend",
+        choices=("vllm", "hf", "http"),
+        help="default: http with --endpoint, else vllm (in this process)",
+    )
+    judge.add_argument(
+        "--endpoint",
+        action="append",
+        default=[],
+        metavar="URL",
+        help="an OpenAI-compatible server (repeat for several)",
+    )
+    judge.add_argument("--served-model", help="--endpoint: the served name (default --model)")
+    judge.add_argument(
+        "--api-key-env", metavar="VAR", help="--endpoint: the variable holding the servers' API key"
+    )
+    judge.add_argument(
+        "--method",
+        action="append",
+        choices=JUDGE_METHODS,
+        metavar="METHOD",
+        help=f"one of {', '.join(JUDGE_METHODS)} (repeat; default reflectrm)",
+    )
+    judge.add_argument("--orders", choices=("given", "both"), default="both")
+    judge.add_argument(
+        "--samples",
+        type=_count,
+        help="N sampled judgments (majority, stage 1; inference.n_samples's)",
+    )
+    judge.add_argument(
+        "--max-new-tokens",
+        type=_count,
+        help="cap of a judgment's and a reflection's tokens (inference's)",
+    )
+    judge.add_argument("--max-prompt-tokens", type=_count, help="prompts.max_prompt_tokens")
+    judge.add_argument(
+        "--max-reflection-prompt-tokens", type=_count, help="prompts.max_reflection_prompt_tokens"
+    )
+    judge.add_argument("--no-progress", action="store_true", help="no progress bars")
+    judge.set_defaults(func=_judge)
+
+
+def _judge(args: argparse.Namespace) -> int:
+    from rmlib.judging import config_from_args, judge_file, load_pairs
+
+    if (args.pairs is None) == (args.source is None):
+        raise UsageError("give a pairs file or --source (one of them)")
+    cfg = config_from_args(args)
+    loaded = load_pairs(
+        args.source,
+        args.pairs if args.source is None else args.path,
+        n=args.n_pairs,
+        seed=args.seed,
+        on_error=args.on_error,
+        split=args.split,
+    )
+    result = judge_file(
+        loaded, cfg, args.output, store=args.store, log=lambda m: print(m, file=sys.stderr)
+    )
+    print(json.dumps(result, ensure_ascii=False, indent=2))
+    return 0
+
+
 # ---------------------------------------------------------------- main
 
 COMMANDS: list[Callable[[argparse._SubParsersAction], None]] = [
@@ -541,6 +660,7 @@ COMMANDS: list[Callable[[argparse._SubParsersAction], None]] = [
     _add_serve,
     _add_fetch,
     add_lab_parser,
+    _add_judge,
 ]
 
 

@@ -18,7 +18,7 @@ from pathlib import Path
 import pandas as pd
 
 from rmlib.config import Model, RunConfig
-from rmlib.reflect.settings import METHODS
+from rmlib.reflect.registry import METHODS
 from rmlib.run_folder import RunFolder
 
 MODELS: tuple[str, ...] = typing.get_args(Model)  # in the paper's order

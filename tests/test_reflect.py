@@ -678,3 +678,36 @@ def test_swapped_pairs_reuse_the_given_order(tokenizer, tmp_path):
     cols = ["key", "method", "verdict"]
     again = both.predictions[both.predictions["order"] == "given"][cols].reset_index(drop=True)
     pd.testing.assert_frame_equal(again, given.predictions[cols].reset_index(drop=True))
+
+
+# ---- the methods' registry ---------------------------------------------------------------------
+
+
+def test_every_registered_method_has_a_colour_a_label_and_a_stage():
+    from rmlib.plots.style import METHOD_COLORS, METHOD_LABELS, OKABE_ITO
+    from rmlib.reflect import METHODS, REGISTRY, STAGE2_METHODS
+
+    assert METHODS == ("greedy", "majority", "anchor", "random_anchor", "random_winners",
+                       "reflectrm")  # fmt: skip
+    assert STAGE2_METHODS == ("random_anchor", "random_winners", "reflectrm")
+    for m in REGISTRY:
+        assert METHOD_COLORS[m.name] == OKABE_ITO[m.colour] and METHOD_LABELS[m.name] == m.label
+    assert len({m.colour for m in REGISTRY}) == len(REGISTRY)  # one colour per method
+
+
+def test_a_new_vote_is_a_rule_and_a_registry_entry(tokenizer, monkeypatch):
+    """A vote added to the registry alone reaches the predictions table, computed per pair."""
+    from rmlib.reflect import registry
+
+    def unanimous(v, cfg):  # every parsed sample agrees, else no verdict
+        parsed = {c for c in v.choices if c is not None}
+        return (parsed.pop() if len(parsed) == 1 else None), None, None
+
+    extra = registry.Method("unanimous", 1, unanimous, "unanimous", "yellow")
+    monkeypatch.setattr(registry, "REGISTRY", (*registry.REGISTRY, extra))
+    result = run_reflectrm(_pairs(), ScriptedBackend(SCRIPT), tokenizer, _cfg())
+    got = _verdicts(result)
+    # A and B have samples of both verdicts, C none parsed, D one parsed sample (2)
+    assert {pid: got[(pid, "unanimous")] for pid in LABELS} == {
+        "A": None, "B": None, "C": None, "D": 2
+    }  # fmt: skip

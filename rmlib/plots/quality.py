@@ -30,6 +30,7 @@ from rmlib.plots.style import (
     save,
     styled,
 )
+from rmlib.reflect.registry import METHODS
 from rmlib.reflect.settings import REFLECTION_CASES
 from rmlib.run_folder import RunFolder
 
@@ -143,13 +144,11 @@ def reflection_accuracy(reflection: pd.DataFrame, run: RunFolder) -> Figure:
     return save(fig, run, "reflection_accuracy")
 
 
+# The method-accuracy figure's series: one sampled judgment, every registered method, and the
+# winners' own verdicts beside the final vote they feed.
 ANALYSIS_METHODS: tuple[str, ...] = (
     "one sample",
-    "greedy",
-    "majority",
-    "anchor",
-    "random_anchor",
-    "random_winners",
+    *(m for m in METHODS if m != "reflectrm"),
     "winners",
     "reflectrm",
 )

@@ -28,6 +28,7 @@ from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
 
+from rmlib.reflect.registry import REGISTRY
 from rmlib.run_folder import RunFolder
 from rmlib.run_models import sort_rows
 
@@ -45,27 +46,20 @@ OKABE_ITO: dict[str, str] = {
 }
 
 
-METHOD_COLORS: dict[str, str] = {
-    "one sample": OKABE_ITO["grey"],
-    "greedy": OKABE_ITO["blue"],
-    "majority": OKABE_ITO["sky"],
-    "anchor": OKABE_ITO["orange"],
-    "random_anchor": OKABE_ITO["purple"],
-    "random_winners": OKABE_ITO["black"],
-    "winners": OKABE_ITO["green"],
-    "reflectrm": OKABE_ITO["vermillion"],
+# One colour and one legend label per method: the registry's (rmlib.reflect.registry), plus the
+# analysis figures' own series ("one sample": a single sampled judgment; "winners": the
+# winners' own verdicts), which are no inference method.
+_ANALYSIS_SERIES: dict[str, tuple[str, str]] = {
+    "one sample": ("grey", "one sampled judgment"),
+    "winners": ("green", "winners' verdicts"),
 }
-
-
+METHOD_COLORS: dict[str, str] = {
+    **{m.name: OKABE_ITO[m.colour] for m in REGISTRY},
+    **{name: OKABE_ITO[colour] for name, (colour, _) in _ANALYSIS_SERIES.items()},
+}
 METHOD_LABELS: dict[str, str] = {
-    "one sample": "one sampled judgment",
-    "greedy": "greedy",
-    "majority": "majority of N",
-    "anchor": "anchor alone",
-    "random_anchor": "random anchor",
-    "random_winners": "random winners",
-    "winners": "winners' verdicts",
-    "reflectrm": "ReflectRM",
+    **{m.name: m.label for m in REGISTRY},
+    **{name: label for name, (_, label) in _ANALYSIS_SERIES.items()},
 }
 
 

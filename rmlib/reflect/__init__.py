@@ -22,12 +22,14 @@ Rules on parse failures (method.md §4):
 Every random choice draws from a generator seeded by (cfg.seed, pair key, purpose), so a pair's
 result never depends on which other pairs are in the run or in what order.
 
-Modules: `settings` (the `inference` section, method names), `rules` (the pure selection and
-voting rules), `method` (`run_reflectrm` over a backend), `quality` (what notebook 06 reads back).
+Modules: `settings` (the `inference` section), `rules` (the pure selection and voting rules),
+`registry` (the methods: name, stage, vote, label, colour), `method` (`run_reflectrm` over a
+backend), `quality` (what notebook 06 reads back).
 """
 
 from rmlib.reflect.method import ReflectResult, judged_orders, run_reflectrm
 from rmlib.reflect.quality import analysis_quality, calibration_table, majority_at_k
+from rmlib.reflect.registry import METHODS, REGISTRY, STAGE2_METHODS, Method, PairVotes
 from rmlib.reflect.rules import (
     draw_random_winners,
     final_vote,
@@ -40,9 +42,7 @@ from rmlib.reflect.rules import (
     settled_verdict,
 )
 from rmlib.reflect.settings import (
-    METHODS,
     PREDICTION_COLUMNS,
-    STAGE2_METHODS,
     Choice,
     ReflectConfig,
     TieBreak,
@@ -51,6 +51,9 @@ from rmlib.reflect.settings import (
 __all__ = [
     "Choice",
     "METHODS",
+    "Method",
+    "PairVotes",
+    "REGISTRY",
     "PREDICTION_COLUMNS",
     "ReflectConfig",
     "ReflectResult",

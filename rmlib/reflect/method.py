@@ -14,10 +14,8 @@ import pandas as pd
 from rmlib import judge
 from rmlib.data.pair import Pair, both_orders
 from rmlib.generation.base import Backend
+from rmlib.reflect.registry import PairVotes, pair_outcomes
 from rmlib.reflect.rules import (
-    draw_random_winners,
-    final_vote,
-    majority_vote,
     pair_rng,
     parsed_indices,
     reflection_plan,
@@ -25,7 +23,11 @@ from rmlib.reflect.rules import (
     select_anchor,
     settled_verdict,
 )
-from rmlib.reflect.settings import METHODS, PREDICTION_COLUMNS, Choice, ReflectConfig
+from rmlib.reflect.settings import PREDICTION_COLUMNS, Choice, ReflectConfig
+
+# The stage-2 plans: whose critique each sample's is compared with (the anchor; the ablation's
+# random anchor). Reflection rows carry the plan as their `method`.
+STAGE2_PLANS: tuple[str, ...] = ("reflectrm", "random_anchor")
 
 
 @dataclass
@@ -149,7 +151,7 @@ def _run_reflections(
     """
     jobs = []  # (plan, method, anchor index, rounds of calls)
     for pp in plans:
-        for method, anchor in (("reflectrm", pp.anchor), ("random_anchor", pp.random_anchor)):
+        for method, anchor in zip(STAGE2_PLANS, (pp.anchor, pp.random_anchor), strict=True):
             calls = pp.plans.get(method, [])
             if anchor is None or not calls:
                 continue
@@ -206,7 +208,7 @@ def _run_reflections(
 def _in_plan_order(refl: pd.DataFrame, plans: list[_PairPlan]) -> pd.DataFrame:
     """Reflection rows by pair (input order), then method, then rollout index."""
     rank = {pp.pair.key: n for n, pp in enumerate(plans)}
-    method_rank = {"reflectrm": 0, "random_anchor": 1}
+    method_rank = {plan: n for n, plan in enumerate(STAGE2_PLANS)}
     order = sorted(
         range(len(refl)),
         key=lambda n: (
@@ -279,6 +281,7 @@ def _predictions(
     rollouts: pd.DataFrame,
     cfg: ReflectConfig,
 ) -> pd.DataFrame:
+    """One row per pair and registered method (`rmlib.reflect.registry`), in registry order."""
     wins = {
         (m, k): sorted(int(i) for i in g.loc[g["other_wins"], "i"])
         for (m, k), g in reflections.groupby(["method", "key"], sort=False)
@@ -288,53 +291,23 @@ def _predictions(
     rows: list[dict[str, Any]] = []
     for pp in plans:
         key = pp.pair.key
-        verdicts = _pair_verdicts(pp, wins, cfg)
-        if cfg.run_greedy:
-            g = greedy_choice[key]
-            verdicts["greedy"] = (None if pd.isna(g) else int(g), None, None)
-        for method in METHODS:
-            if method not in verdicts:
-                continue
-            verdict, anchor, n_winners = verdicts[method]
+        g = greedy_choice.get(key)
+        votes = PairVotes(
+            key=key,
+            source=pp.pair.source,
+            choices=pp.choices,
+            anchor=pp.anchor,
+            random_anchor=pp.random_anchor,
+            winners={plan: wins.get((plan, key), []) for plan in STAGE2_PLANS},
+            pruned=pp.pruned,
+            greedy=None if g is None or pd.isna(g) else int(g),
+        )
+        for method, (verdict, anchor, n_winners) in pair_outcomes(votes, cfg).items():
             rows.append(_prediction_row(pp, method, verdict, anchor, n_winners, truncated[key]))
     df = pd.DataFrame(rows, columns=PREDICTION_COLUMNS)
     for col in ("verdict", "anchor", "n_winners"):
         df[col] = df[col].astype("Int64")  # nullable: None = parse failure / not applicable
     return df
-
-
-def _pair_verdicts(
-    pp: _PairPlan, wins: dict[tuple[str, str], list[int]], cfg: ReflectConfig
-) -> dict[str, tuple[Choice, int | None, int | None]]:
-    """(verdict, anchor index, number of winners) of every rollout-based method for one pair."""
-    key, ch = pp.pair.key, pp.choices
-    tie_rng = pair_rng(cfg.seed, key, "majority_tie")
-    majority = majority_vote(ch, cfg.majority_tie_break, tie_rng)  # type: ignore[arg-type]
-    out: dict[str, tuple[Choice, int | None, int | None]] = {"majority": (majority, None, None)}
-    if pp.anchor is None:  # nothing parsed: every rollout-based method fails
-        for m in ("anchor", "reflectrm", *(() if cfg.prune_reflections else ("random_winners",))):
-            out[m] = (None, None, None)
-        if cfg.random_anchor_on(pp.pair.source):
-            out["random_anchor"] = (None, None, None)
-        return out
-    a = pp.anchor
-    winners = wins.get(("reflectrm", key), [])
-    out["anchor"] = (ch[a], a, None)
-    # a pruned pair's winner count is partial (its verdict is exact): no count is reported
-    n_won = None if pp.pruned.get("reflectrm") else len(winners)
-    out["reflectrm"] = (final_vote(ch[a], [ch[i] for i in winners]), a, n_won)
-    if not cfg.prune_reflections:  # the ablation draws as many winners as the method found
-        drawn = draw_random_winners(ch, a, len(winners), pair_rng(cfg.seed, key, "random_winners"))
-        out["random_winners"] = (final_vote(ch[a], [ch[i] for i in drawn]), a, len(drawn))
-    if pp.random_anchor is not None:
-        ra = pp.random_anchor
-        ra_winners = wins.get(("random_anchor", key), [])
-        out["random_anchor"] = (
-            final_vote(ch[ra], [ch[i] for i in ra_winners]),
-            ra,
-            None if pp.pruned.get("random_anchor") else len(ra_winners),
-        )
-    return out
 
 
 def _prediction_row(
@@ -381,7 +354,7 @@ def _counts(
         ),
         "reflection_calls": {str(k): int(v) for k, v in refl["method"].value_counts().items()},
         "reflection_calls_pruned": {
-            m: sum(pp.pruned.get(m, 0) for pp in plans) for m in ("reflectrm", "random_anchor")
+            m: sum(pp.pruned.get(m, 0) for pp in plans) for m in STAGE2_PLANS
         },
         "reflection_parse_failures": {
             str(k): int(v) for k, v in refl_fail["method"].value_counts().items()

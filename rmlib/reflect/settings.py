@@ -1,5 +1,6 @@
 """The `inference` section (`ReflectConfig`: N, sampling, confidence, orders, baselines, the
-failure and tie rules) and the method names every table uses.
+failure and tie rules) and the predictions table's columns. The methods themselves (names,
+stages, votes, labels, colours) are `rmlib.reflect.registry`'s.
 """
 
 from __future__ import annotations
@@ -14,20 +15,6 @@ Choice = int | None
 
 
 TieBreak = Literal["none", "first", "random"]
-
-
-METHODS: tuple[str, ...] = (
-    "greedy",
-    "majority",
-    "anchor",
-    "random_anchor",
-    "random_winners",
-    "reflectrm",
-)
-
-
-# The methods whose verdict depends on stage 2 (the others are stage 1 alone)
-STAGE2_METHODS: tuple[str, ...] = ("random_anchor", "random_winners", "reflectrm")
 
 
 # The cases the analysis of stage-2 calls reports (notebook 06's table and figure): every

@@ -1,0 +1,706 @@
+"""Judging pairs without a run folder: `judge` (Python) and `rmlib judge` (command line).
+
+Pairs come from a benchmark loader (`rmlib.data.load`) or a plain pairs file (`read_pairs`);
+the judge is a `JudgeConfig` (the model, generation, prompt and inference sections a params file
+has, plus what only this command needs) and a backend built from it alone (`judge_backend`): no
+RunConfig, no run folder. The two stages and the votes are `rmlib.reflect`'s, generation goes
+through `rmlib.judge`, and every sample through a `GenerationStore`, so an interrupted call
+resumes where it stopped.
+
+Output: one row per (method, pair id, order), the columns `rmlib score` reads (id, order, method,
+verdict, label, subset) plus confidence, anchor, winners and each order's verdict (`verdict_given`,
+`verdict_swapped`: the same on both rows of a pair id, so one row says whether the judge held its
+verdict when the responses were swapped).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Collection, Sequence
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any, Literal
+
+import pandas as pd
+
+from rmlib.config import PARAMS, GenerationSection, ModelSection, PromptSection, doc
+from rmlib.data._io import Row, collect, read_file, user
+from rmlib.data.pair import LoadResult, OnError, Pair
+from rmlib.reflect.registry import METHODS
+from rmlib.reflect.settings import ReflectConfig
+
+# Any registered method (rmlib.reflect.registry): a vote added there is one here too
+JUDGE_METHODS: tuple[str, ...] = METHODS
+Orders = Literal["given", "both"]
+# Methods judged without `run_reflectrm` (no stage 2)
+STAGE1_ONLY: frozenset[str] = frozenset({"greedy", "majority"})
+
+# A pairs file's source name (what the store keys and the predictions' `source` say)
+PAIRS_SOURCE = "pairs"
+# meta flag of a pair read without a label: it is judged, never scored (its `label` is a
+# placeholder Pair needs; the predictions write it as null)
+UNLABELLED = "unlabelled"
+# labels a pairs file may give, as its 1/2 slots
+PAIR_LABELS: dict[Any, int] = {1: 1, 2: 2, "1": 1, "2": 2, "a": 1, "b": 2, "A": 1, "B": 2}
+
+OUTPUT_COLUMNS: tuple[str, ...] = (
+    "id",
+    "order",
+    "method",
+    "verdict",
+    "label",
+    "correct",
+    "source",
+    "subset",
+    "confidence",
+    "anchor",
+    "winners",
+    "n_parsed",
+    "parse_failure",
+    "truncated_prompt",
+    "verdict_given",
+    "verdict_swapped",
+)
+
+
+# ---------------------------------------------------------------- pairs files
+
+
+def read_pairs(
+    path: str | Path, *, on_error: OnError = "raise", source: str = PAIRS_SOURCE
+) -> LoadResult:
+    """A plain pairs file (.jsonl, .json or .parquet): one record per pair with `prompt` (a
+    string) or `messages` (role/content list ending with the user's turn), `response_a`,
+    `response_b`, optional `label` (1/2 or "a"/"b"), `id` (default: the 1-based line or row
+    number) and `subset`. A bad record raises a DataError naming file, line and field, or with
+    on_error="skip" is counted in the result's `skipped`."""
+    rows = read_file(Path(path))
+    result = LoadResult(source, str(path), None, [])
+    return collect(result, rows, lambda row: [_pair_of(row, source)], on_error)
+
+
+def _pair_of(row: Row, source: str) -> Pair:
+    if row.opt("messages") is not None:
+        context = row.context("messages", row.messages("messages"))
+    elif row.opt("prompt") is not None:
+        context = user(row.text("prompt", kind="empty_prompt"))
+    else:
+        raise row.fail("prompt", "needs 'prompt' (a string) or 'messages' (a list)", "missing")
+    meta: dict[str, Any] = {}
+    if row.opt("label") is None:
+        label, meta[UNLABELLED] = 1, True
+    else:
+        label = row.label("label", PAIR_LABELS)
+    pid = row.ident("id") if row.opt("id") is not None else str(row.index + 1)
+    return Pair(
+        id=pid,
+        source=source,
+        subset=row.opt_text("subset", "default"),
+        context=context,
+        response1=row.text("response_a"),
+        response2=row.text("response_b"),
+        label=label,
+        meta=meta,
+    )
+
+
+# ---------------------------------------------------------------- the judge's settings
+
+
+@dataclass
+class JudgeSection:
+    __pydantic_config__ = PARAMS
+
+    """What only `rmlib judge` needs besides the sections a params file has."""
+
+    methods: list[str] = doc(
+        "Inference methods to run, any of rmlib.reflect.METHODS: 'greedy' (one greedy "
+        "judgment), 'majority' (majority of inference.n_samples sampled judgments), "
+        "'reflectrm' (the two stages), and the ablations 'anchor', 'random_anchor', "
+        "'random_winners'. Methods share stage 1's samples and stage 2's calls; greedy alone or "
+        "with majority runs no stage 2.",
+        ["reflectrm"],
+    )
+    orders: Orders = doc(
+        "'given': each pair as given; 'both': also with the responses swapped (each order "
+        "through the whole method; the predictions say each order's verdict).",
+        "both",
+    )
+    adapter: str | None = doc("A PEFT adapter folder served on the model (vLLM: LoRA).", None)
+    served_model: str | None = doc(
+        "backend 'http': the name the servers serve the judge under; None = model.backbone.", None
+    )
+
+
+@dataclass
+class JudgeConfig:
+    """Everything a judging call depends on, without a run: the params file's `model`,
+    `generation`, `prompts` and `inference` sections (their documented defaults) and `judge`.
+    Defaults differ from a run's where a tool should: vLLM in process, precision 'auto'."""
+
+    model: ModelSection = field(default_factory=lambda: ModelSection(precision="auto"))
+    generation: GenerationSection = field(default_factory=lambda: GenerationSection(backend="vllm"))
+    prompts: PromptSection = field(default_factory=PromptSection)
+    inference: ReflectConfig = field(default_factory=lambda: ReflectConfig(run_random_anchor=False))
+    judge: JudgeSection = field(default_factory=JudgeSection)
+
+    def __post_init__(self) -> None:
+        unknown = sorted(set(self.judge.methods) - set(JUDGE_METHODS))
+        if unknown or not self.judge.methods:
+            raise ValueError(f"methods must be among {JUDGE_METHODS}, got {self.judge.methods}")
+
+    def reflect_config(self) -> ReflectConfig:
+        """The inference section as `run_reflectrm` takes it: orders and baselines from here."""
+        ablation = "random_anchor" in self.judge.methods
+        return replace(
+            self.inference,
+            both_orders=self.judge.orders == "both",
+            swapped_pairs=None,
+            run_greedy="greedy" in self.judge.methods,
+            # asked for by name: on every source, not only the paper's two
+            run_random_anchor=ablation,
+            random_anchor_sources=None if ablation else self.inference.random_anchor_sources,
+        )
+
+    def reflects(self) -> bool:
+        """Whether stage 2 runs: any method but greedy and majority needs the two stages' run."""
+        return not set(self.judge.methods) <= STAGE1_ONLY
+
+    def longest_prompt_tokens(self) -> int:
+        """The longest prompt this call sends: the reflection budget only with stage 2."""
+        if self.reflects():
+            return self.prompts.longest_prompt_tokens()
+        return self.prompts.max_prompt_tokens
+
+    def context_tokens(self) -> int:
+        """What an engine's or server's context must hold: longest prompt + longest generation."""
+        new = self.inference.max_new_tokens
+        if self.reflects():
+            new = max(new, self.inference.reflection_max_new_tokens)
+        return self.longest_prompt_tokens() + new
+
+
+def budget_of(prompts: PromptSection) -> Any:
+    from rmlib.prompts import PromptBudget
+
+    return PromptBudget(
+        max_prompt_tokens=prompts.max_prompt_tokens,
+        max_reflection_prompt_tokens=prompts.max_reflection_prompt_tokens,
+    )
+
+
+# ---------------------------------------------------------------- the backend, without a run
+
+
+def judge_backend(cfg: JudgeConfig, store: str | Path) -> tuple[Any, Any]:
+    """(stored backend, tokenizer) for the judge `cfg` describes; every sample goes through the
+    SQLite store at `store`. The engine (or server handshake) starts on the first sample the
+    store cannot answer: a fully stored call starts none."""
+    from rmlib.generation.store import CachedBackend, GenerationStore
+    from rmlib.models import load_tokenizer, model_identity, resolve_precision
+
+    precision, _ = resolve_precision(cfg.model.precision)
+    tokenizer = load_tokenizer(cfg.model.backbone, trust_remote_code=cfg.model.trust_remote_code)
+    adapter = cfg.judge.adapter
+    identity = model_identity(cfg.model.backbone, precision=precision, adapter=adapter)
+    make = {"vllm": _vllm, "http": _http, "hf": _hf}[cfg.generation.backend]
+    gen = make(cfg, tokenizer, identity, precision)
+    cached = CachedBackend(
+        gen,
+        GenerationStore(store),
+        chunk_prompts=cfg.generation.prompts_per_call(),
+        progress=cfg.generation.progress,
+    )
+    return cached, tokenizer
+
+
+def _vllm(cfg: JudgeConfig, tokenizer: Any, identity: str, precision: str) -> Any:
+    import torch
+
+    from rmlib.generation.vllm import (
+        EngineSettings,
+        VLLMBackend,
+        checkpoint_stop_ids,
+        engine,
+        vllm_dtype,
+    )
+    from rmlib.models import resolve_model
+
+    path, adapter, g = resolve_model(cfg.model.backbone), cfg.judge.adapter, cfg.generation
+    dtype, quantization = vllm_dtype(precision)
+    settings = EngineSettings(
+        model=path,
+        dtype=dtype,
+        quantization=quantization,
+        max_model_len=cfg.context_tokens(),
+        enable_lora=adapter is not None,
+        max_lora_rank=_adapter_rank(adapter),
+        gpu_memory_utilization=g.gpu_memory_utilization,
+        kv_cache_gib=g.kv_cache_gib,
+        max_num_batched_tokens=g.max_num_batched_tokens,
+        max_num_seqs=g.max_num_seqs,
+        enforce_eager=(not torch.cuda.is_available())
+        if g.enforce_eager is None
+        else g.enforce_eager,
+        seed=cfg.inference.seed,
+        cpu_reserved_cores=g.cpu_reserved_cores,
+    )
+    return VLLMBackend(
+        lambda: engine(settings),
+        tokenizer,
+        identity=f"vllm:{identity}",  # as a run's: vLLM's samples are not the other backends'
+        stop_ids=checkpoint_stop_ids(path, tokenizer),
+        adapter=adapter,
+    )
+
+
+def _adapter_rank(adapter: str | None) -> int:
+    """The adapter's LoRA rank (its adapter_config.json's `r`); 16 without an adapter."""
+    if adapter is None:
+        return 16
+    config = Path(adapter) / "adapter_config.json"
+    return int(json.loads(config.read_text())["r"])
+
+
+def _http(cfg: JudgeConfig, tokenizer: Any, identity: str, precision: str) -> Any:
+    from rmlib.generation.http import HTTPBackend, HTTPTimeouts
+
+    g = cfg.generation
+    served = cfg.judge.served_model or cfg.model.backbone
+    return HTTPBackend(
+        g.endpoints,
+        served,
+        # the served name alone does not say which weights: keep the local identity in it
+        identity=f"http:{served}:{identity}",
+        concurrency=g.http_concurrency,
+        timeouts=HTTPTimeouts(
+            connect=g.http_connect_timeout,
+            read=g.http_read_timeout,
+            probe=g.http_probe_timeout,
+            write=g.http_write_timeout,
+            pool=g.http_pool_timeout,
+            max_retries=g.http_max_retries,
+        ),
+        api_key=_api_key(g),
+        progress=g.progress,
+        context_tokens=cfg.context_tokens(),
+    )
+
+
+def _api_key(g: GenerationSection) -> str | None:
+    import os
+
+    if g.api_key_env is None:
+        return None
+    key = os.environ.get(g.api_key_env)
+    if not key:
+        raise ValueError(f"the API key variable {g.api_key_env!r} is unset or empty")
+    return key
+
+
+def _hf(cfg: JudgeConfig, tokenizer: Any, identity: str, precision: str) -> Any:
+    from rmlib.generation.hf import HFBackend
+    from rmlib.models import load_backbone
+
+    model, tokenizer = load_backbone(
+        cfg.model.backbone,
+        precision=precision,  # type: ignore[arg-type]
+        adapter=cfg.judge.adapter,
+        trust_remote_code=cfg.model.trust_remote_code,
+    )
+    return HFBackend(
+        model,
+        tokenizer,
+        identity=identity,
+        max_batch_tokens=cfg.generation.max_batch_tokens,
+        max_batch_size=cfg.generation.max_batch_size,
+        progress=cfg.generation.progress,
+    )
+
+
+# ---------------------------------------------------------------- judging
+
+
+def cost(pairs: Sequence[Pair], cfg: JudgeConfig) -> dict[str, int]:
+    """Generations a call asks for at most (before the store answers any): pairs x orders x
+    samples for stage 1 and greedy, and up to N-1 reflections per pair and order for stage 2."""
+    orders = 2 if cfg.judge.orders == "both" else 1
+    judged = len(pairs) * orders
+    n = cfg.inference.n_samples
+    methods = set(cfg.judge.methods)
+    plans = 2 if "random_anchor" in methods else 1  # the ablation's anchor: N-1 calls more
+    out = {"pairs": len(pairs), "orders": orders, "greedy": judged if "greedy" in methods else 0}
+    out["samples"] = judged * n if methods - {"greedy"} else 0
+    out["reflections_at_most"] = judged * (n - 1) * plans if cfg.reflects() else 0
+    out["total_at_most"] = out["greedy"] + out["samples"] + out["reflections_at_most"]
+    return out
+
+
+def judge(
+    pairs: Sequence[Pair], backend: Any, tokenizer: Any, cfg: JudgeConfig | None = None
+) -> pd.DataFrame:
+    """Judge `pairs` with every method of `cfg.judge.methods`: the predictions table
+    (OUTPUT_COLUMNS, one row per method, pair id and order). `backend` is any Backend (pass a
+    CachedBackend, e.g. from `judge_backend`, so every sample is stored)."""
+    from rmlib.reflect import run_reflectrm
+
+    cfg = cfg or JudgeConfig()
+    methods = set(cfg.judge.methods)
+    infer = cfg.reflect_config()
+    if methods <= {"greedy"}:
+        result = _greedy_only(pairs, backend, tokenizer, cfg, infer)
+    elif not cfg.reflects():
+        result = _stage1_only(pairs, backend, tokenizer, cfg, infer)
+    else:
+        result = run_reflectrm(
+            pairs,
+            backend,
+            tokenizer,
+            infer,
+            budget_of(cfg.prompts),
+            critique_with_result=cfg.prompts.critique_with_result,
+            enable_thinking=cfg.model.enable_thinking,
+        )
+    unlabelled = {p.id for p in pairs if p.meta.get(UNLABELLED)}
+    return predictions_table(result, cfg.judge.methods, unlabelled)
+
+
+def _greedy_only(pairs, backend, tokenizer, cfg: JudgeConfig, infer: ReflectConfig) -> Any:
+    from rmlib.judge import judge_pairs
+    from rmlib.reflect import judged_orders
+
+    greedy = judge_pairs(
+        judged_orders(pairs, infer),
+        backend,
+        tokenizer,
+        n=1,
+        params=infer.greedy_params(),
+        budget=budget_of(cfg.prompts),
+        confidence_fraction=infer.confidence_fraction,
+        enable_thinking=cfg.model.enable_thinking,
+    )
+    return _Stage1(greedy.iloc[0:0], greedy, infer)
+
+
+def _stage1_only(pairs, backend, tokenizer, cfg: JudgeConfig, infer: ReflectConfig) -> Any:
+    """Majority (and greedy) need no stage 2: the sampled judgments and their vote alone."""
+    from rmlib.judge import judge_pairs
+    from rmlib.reflect import judged_orders
+
+    judged = judged_orders(pairs, infer)
+    shown = {
+        "budget": budget_of(cfg.prompts),
+        "confidence_fraction": infer.confidence_fraction,
+        "enable_thinking": cfg.model.enable_thinking,
+    }
+    rollouts = judge_pairs(
+        judged, backend, tokenizer, n=infer.n_samples, params=infer.sampling_params(), **shown
+    )
+    greedy = rollouts.iloc[0:0]
+    if infer.run_greedy:
+        greedy = judge_pairs(judged, backend, tokenizer, n=1, params=infer.greedy_params(), **shown)
+    return _Stage1(rollouts, greedy, infer)
+
+
+@dataclass
+class _Stage1:
+    """Stage-1 tables, as `predictions_table` reads them from a ReflectResult."""
+
+    rollouts: pd.DataFrame
+    greedy: pd.DataFrame
+    config: ReflectConfig
+
+
+def predictions_table(
+    result: Any, methods: Sequence[str], unlabelled: Collection[str] = ()
+) -> pd.DataFrame:
+    """One row per (method, pair, order) from a ReflectResult (or stage 1 alone). Pair ids in
+    `unlabelled` (read without a label) get label and correct null: judged, never scored."""
+    rows: list[dict[str, Any]] = []
+    for method in methods:
+        if method == "greedy":
+            rows += _greedy_rows(result.greedy)
+        elif method == "majority":
+            rows += _majority_rows(result.rollouts, result.config)
+        else:
+            rows += _method_rows(result, method)
+    df = pd.DataFrame(rows, columns=[c for c in OUTPUT_COLUMNS if "verdict_" not in c])
+    blank = df["id"].isin(set(unlabelled))
+    df["label"] = df["label"].astype(object).where(~blank, None)
+    df["correct"] = (df["verdict"] == df["label"]).astype(object).where(~blank, None)
+    return _with_each_order(df)
+
+
+def _row(r: Any, method: str, verdict: Any, **fields: Any) -> dict[str, Any]:
+    verdict = None if verdict is None or pd.isna(verdict) else int(verdict)
+    return {
+        "id": r.id,
+        "order": r.order,
+        "method": method,
+        "verdict": verdict,
+        "label": int(r.label),
+        "source": r.source,
+        "subset": r.subset,
+        "parse_failure": verdict is None,
+        **fields,
+    }
+
+
+def _confidence(value: Any) -> float | None:
+    """A judgment's confidence; None for one with no tokens (-inf)."""
+    value = float(value)
+    return None if math.isinf(value) or math.isnan(value) else value
+
+
+def _greedy_rows(greedy: pd.DataFrame) -> list[dict[str, Any]]:
+    return [
+        _row(
+            r,
+            "greedy",
+            r.choice,
+            confidence=_confidence(r.confidence),
+            n_parsed=int(pd.notna(r.choice)),
+            truncated_prompt=bool(r.truncated_prompt),
+        )
+        for r in greedy.itertuples()
+    ]
+
+
+def _majority_rows(rollouts: pd.DataFrame, infer: ReflectConfig) -> list[dict[str, Any]]:
+    """The majority of each pair's samples (the registry's vote, the run's tie rule); the
+    confidence is that of the most confident sample voting for the verdict."""
+    from rmlib.reflect.registry import BY_NAME, PairVotes
+
+    rows = []
+    for key, g in rollouts.groupby("key", sort=False):
+        g = g.sort_values("sample")
+        choices = [None if pd.isna(c) else int(c) for c in g["choice"]]
+        votes = PairVotes(
+            key=str(key), source=str(g["source"].iat[0]), choices=choices, anchor=None
+        )
+        verdict, _, _ = BY_NAME["majority"].vote(votes, infer)  # type: ignore[misc]
+        voting = [c for c, ch in zip(g["confidence"], choices, strict=True) if ch == verdict]
+        rows.append(
+            _row(
+                next(g.itertuples()),
+                "majority",
+                verdict,
+                confidence=_confidence(max(voting)) if verdict is not None else None,
+                n_parsed=sum(c is not None for c in choices),
+                truncated_prompt=bool(g["truncated_prompt"].any()),
+            )
+        )
+    return rows
+
+
+def _method_rows(result: Any, method: str) -> list[dict[str, Any]]:
+    """A method's verdict per pair and order from the run's predictions, with its anchor (and
+    the anchor's confidence) and, for a stage-2 plan (ReflectRM, the random anchor), the
+    winners: the samples whose critique beat that anchor's."""
+    from rmlib.reflect.method import STAGE2_PLANS
+
+    preds = result.predictions[result.predictions["method"] == method]
+    refl = result.reflections
+    won = refl[(refl["method"] == method) & refl["other_wins"].astype(bool)]
+    winners = {k: sorted(int(i) for i in g["i"]) for k, g in won.groupby("key")}
+    ro = result.rollouts
+    conf = {
+        (k, int(s)): c for k, s, c in zip(ro["key"], ro["sample"], ro["confidence"], strict=True)
+    }
+    rows = []
+    for r in preds.itertuples():
+        anchor = None if pd.isna(r.anchor) else int(r.anchor)
+        rows.append(
+            _row(
+                r,
+                method,
+                r.verdict,
+                confidence=None if anchor is None else _confidence(conf[(r.key, anchor)]),
+                anchor=anchor,
+                winners=None
+                if anchor is None or method not in STAGE2_PLANS
+                else winners.get(r.key, []),
+                n_parsed=int(r.n_parsed),
+                truncated_prompt=bool(r.truncated_prompt),
+            )
+        )
+    return rows
+
+
+def _with_each_order(df: pd.DataFrame) -> pd.DataFrame:
+    """Each row gets the verdict of both orders of its pair id (None where not judged)."""
+    for order in ("given", "swapped"):
+        mine = df[df["order"] == order].set_index(["method", "id"])["verdict"].to_dict()
+        df[f"verdict_{order}"] = [
+            mine.get((m, i)) for m, i in zip(df["method"], df["id"], strict=True)
+        ]
+    # the same dtypes whichever methods ran (a greedy-only table has no winners at all)
+    df["winners"] = pd.Series(
+        [w if isinstance(w, list) else None for w in df["winners"]], dtype=object
+    )
+    df["confidence"] = df["confidence"].astype(float)
+    for col in ("verdict", "label", "anchor", "verdict_given", "verdict_swapped"):
+        df[col] = pd.array([None if pd.isna(v) else int(v) for v in df[col]], dtype="Int64")
+    return df[list(OUTPUT_COLUMNS)]
+
+
+# ---------------------------------------------------------------- from inputs to a file
+
+
+def load_pairs(
+    source: str | None,
+    path: str | None,
+    *,
+    n: int | None = None,
+    seed: int = 0,
+    on_error: OnError = "raise",
+    split: str | None = None,
+) -> LoadResult:
+    """The pairs to judge: a benchmark through its loader (`source`, `path` its local copy or
+    None for the hub), else the pairs file at `path`; `n` keeps a seeded draw of about n pairs
+    (whole groups, as a run's subsample)."""
+    from rmlib.config import DatasetSpec
+    from rmlib.pipeline import load_split
+
+    if source is None:
+        if path is None:
+            raise ValueError("give a pairs file or a benchmark source")
+        result = read_pairs(path, on_error=on_error)
+        if n is not None and n < len(result.pairs):
+            from rmlib.data.pair import subsample
+
+            result.pairs = subsample(result.pairs, n, seed)
+        return result
+    spec = DatasetSpec(source=source, path=path, split=split, n=n, on_error=on_error)
+    return load_split(spec, seed)
+
+
+def default_store(output: str | Path) -> Path:
+    """The store beside the predictions file: `preds.jsonl` -> `preds.generations.sqlite`."""
+    return Path(output).with_suffix(".generations.sqlite")
+
+
+def write_predictions(df: pd.DataFrame, output: str | Path) -> Path:
+    """Predictions as JSON lines (.jsonl) or parquet (.parquet), written whole then renamed (an
+    interrupted write never leaves half a file that `rmlib score` would read)."""
+    out = Path(output)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    tmp = out.with_name(out.name + ".partial")
+    if out.suffix == ".parquet":
+        df.to_parquet(tmp, index=False)
+    elif out.suffix == ".jsonl":
+        records = json.loads(df.to_json(orient="records", force_ascii=False))
+        tmp.write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in records))
+    else:
+        raise ValueError(f"{out}: predictions are written as .jsonl or .parquet")
+    tmp.replace(out)
+    return out
+
+
+def summary(df: pd.DataFrame) -> dict[str, Any]:
+    """Per method: rows, share parsed, accuracy where labelled, and the share of pair ids whose
+    two orders agree (both judged and parsed)."""
+    out: dict[str, Any] = {}
+    for method, g in df.groupby("method", sort=False):
+        parsed = ~g["parse_failure"].astype(bool)
+        labelled = g["correct"].notna()
+        both = g[(g["order"] == "given") & g["verdict_swapped"].notna() & g["verdict"].notna()]
+        out[str(method)] = {
+            "rows": len(g),
+            "parsed": round(float(parsed.mean()), 4) if len(g) else None,
+            "accuracy": round(float(g.loc[labelled, "correct"].astype(bool).mean()), 4)
+            if labelled.any()
+            else None,
+            # consistent: the swapped order picks the same response (its slot is the other one)
+            "consistent": round(float((both["verdict"] != both["verdict_swapped"]).mean()), 4)
+            if len(both)
+            else None,
+        }
+    return out
+
+
+def judge_file(
+    loaded: LoadResult,
+    cfg: JudgeConfig,
+    output: str | Path,
+    *,
+    store: str | Path | None = None,
+    log: Any = print,
+) -> dict[str, Any]:
+    """`rmlib judge`: say the cost, judge `loaded.pairs` through the store (default: beside
+    `output`), write the predictions; returns what it did (counts, store hits and misses, the
+    per-method summary). A second call with the same inputs generates nothing."""
+    import time
+
+    pairs = loaded.pairs
+    if not pairs:
+        raise ValueError(f"{loaded.path}: no pairs to judge")
+    store = Path(store) if store is not None else default_store(output)
+    plan = cost(pairs, cfg)
+    per = f" ({cfg.inference.n_samples} per pair and order)" if plan["samples"] else ""
+    log(
+        f"judging {plan['pairs']} pairs x {plan['orders']} order(s) with "
+        f"{', '.join(cfg.judge.methods)}: {plan['greedy']} greedy judgments, {plan['samples']} "
+        f"sampled{per}, up to {plan['reflections_at_most']} reflections; store {store} "
+        "(stored ones are not redone)"
+    )
+    backend, tokenizer = judge_backend(cfg, store)
+    start = time.perf_counter()
+    df = judge(pairs, backend, tokenizer, cfg)
+    seconds = time.perf_counter() - start
+    write_predictions(df, output)
+    stats = {"hits": backend.stats.hits, "generated": backend.stats.misses}
+    backend.store.close()
+    return {
+        "output": str(output),
+        "store": str(store),
+        "input": {
+            "source": loaded.source,
+            "path": loaded.path,
+            "pairs": len(pairs),
+            "skipped": dict(loaded.skipped),
+            "dropped": dict(loaded.dropped),
+        },
+        "cost": plan,
+        "generations": stats,
+        "seconds": round(seconds, 1),
+        "methods": summary(df),
+    }
+
+
+def config_from_args(args: Any) -> JudgeConfig:
+    """`rmlib judge`'s options as a JudgeConfig: an option not given keeps its section's
+    documented default."""
+    model = _given(ModelSection(precision="auto"), backbone=args.model, precision=args.precision)
+    backend = args.backend or ("http" if args.endpoint else "vllm")
+    if args.endpoint and backend != "http":
+        raise ValueError(f"--endpoint goes with the http backend, not --backend {backend}")
+    generation = _given(
+        GenerationSection(backend=backend, endpoints=list(args.endpoint)),
+        api_key_env=args.api_key_env,
+        progress=False if args.no_progress else None,
+    )
+    prompts = _given(
+        PromptSection(),
+        max_prompt_tokens=args.max_prompt_tokens,
+        max_reflection_prompt_tokens=args.max_reflection_prompt_tokens,
+    )
+    inference = _given(
+        ReflectConfig(run_random_anchor=False, seed=args.seed),
+        n_samples=args.samples,
+        max_new_tokens=args.max_new_tokens,
+        reflection_max_new_tokens=args.max_new_tokens,
+    )
+    judge_section = _given(
+        JudgeSection(orders=args.orders),
+        methods=list(dict.fromkeys(args.method)) if args.method else None,
+        adapter=args.adapter,
+        served_model=args.served_model,
+    )
+    return JudgeConfig(model, generation, prompts, inference, judge_section)
+
+
+def _given(section: Any, **values: Any) -> Any:
+    """`section` with the values that were given (not None); its own checks run again."""
+    return replace(section, **{k: v for k, v in values.items() if v is not None})
