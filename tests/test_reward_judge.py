@@ -254,6 +254,17 @@ def test_the_model_card_shows_the_adapter_judging_served_and_as_a_reward(tmp_pat
     assert "enable_thinking=True, critique_with_result=True" in snippet
     compile(snippet, "card", "exec")  # the snippet is Python
     assert card.index("## Use") < card.index("## Evaluation")
+    # each `rmlib judge` command on the card is one the CLI takes, flags and all
+    import shlex
+
+    from rmlib.cli import build_parser
+
+    blocks = [b.split("```")[0].replace("\\\n", " ") for b in card.split("```bash\n")[1:]]
+    judged = [line for b in blocks for line in b.splitlines() if line.startswith("rmlib judge")]
+    assert len(judged) == 2
+    for command in judged:
+        args = build_parser().parse_args(shlex.split(command)[1:])
+        assert args.pairs == "pairs.jsonl" and args.output == "predictions.jsonl"
 
 
 def test_a_run_selects_the_chat_api_and_declares_its_log_probs(tmp_path):
