@@ -170,7 +170,8 @@ def test_rmlib_serve_prints_the_endpoints_and_stops_every_process_on_sigterm(tmp
         text = "".join(lines)
         urls = [f"http://127.0.0.1:{port}", f"http://127.0.0.1:{port + 1}"]
         snippet = text.split("(or --set each key):\n")[1].split("Ctrl-C")[0]
-        assert yaml.safe_load(snippet) == {"generation": {"backend": "http", "endpoints": urls}}
+        gen = {"backend": "http", "endpoints": urls, "http_logprobs_kind": "raw"}
+        assert yaml.safe_load(snippet) == {"generation": gen}
         assert f"models: ['{TINY_QWEN3}']" in text
         for url in urls:
             assert httpx2.get(f"{url}/v1/models").json()["data"] == [{"id": TINY_QWEN3}]
