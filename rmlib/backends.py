@@ -9,7 +9,7 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 
-from rmlib.config import ConfigError, RunConfig
+from rmlib.config import ConfigError, GenerationSection, RunConfig
 from rmlib.run_folder import RunFolder
 from rmlib.run_models import MODELS, trained_models
 
@@ -250,14 +250,36 @@ def _http_tokenizer(cfg: RunConfig, ref: ModelRef):
 def _http_client(
     cfg: RunConfig, ref: ModelRef, endpoints: list[str], *, logprobs_kind: str | None = None
 ):
-    from rmlib.generation.http import HTTPBackend, HTTPTimeouts
-
     served = served_model(cfg, ref.name)
-    g = cfg.generation
-    return HTTPBackend(
+    return http_client(
+        cfg.generation,
         endpoints,
         served,
         identity=_http_identity(served, ref),
+        api_key=api_key(cfg),
+        context_tokens=context_tokens(cfg),
+        logprobs_kind=logprobs_kind,
+    )
+
+
+def http_client(
+    g: GenerationSection,
+    endpoints: list[str],
+    served: str,
+    *,
+    identity: str,
+    api_key: str | None,
+    context_tokens: int | None,
+    logprobs_kind: str | None = None,
+):
+    """The HTTP backend of a generation section's http_* settings (a run's or a judge's):
+    `served` is the model name the servers answer to, `identity` keys the store."""
+    from rmlib.generation.http import HTTPBackend, HTTPTimeouts
+
+    return HTTPBackend(
+        endpoints,
+        served,
+        identity=identity,
         concurrency=g.http_concurrency,
         timeouts=HTTPTimeouts(
             connect=g.http_connect_timeout,
@@ -267,9 +289,9 @@ def _http_client(
             pool=g.http_pool_timeout,
             max_retries=g.http_max_retries,
         ),
-        api_key=api_key(cfg),
+        api_key=api_key,
         progress=g.progress,
-        context_tokens=context_tokens(cfg),
+        context_tokens=context_tokens,
         api=g.http_api,
         logprobs_kind=logprobs_kind or g.http_logprobs_kind,
         vllm_extras=g.http_vllm_extras,

@@ -264,26 +264,16 @@ def _adapter_rank(adapter: str | None) -> int:
 
 
 def _http(cfg: JudgeConfig, tokenizer: Any, identity: str, precision: str) -> Any:
-    from rmlib.generation.http import HTTPBackend, HTTPTimeouts
+    from rmlib.backends import http_client
 
-    g = cfg.generation
     served = cfg.judge.served_model or cfg.model.backbone
-    return HTTPBackend(
-        g.endpoints,
+    return http_client(
+        cfg.generation,
+        cfg.generation.endpoints,
         served,
         # the served name alone does not say which weights: keep the local identity in it
         identity=f"http:{served}:{identity}",
-        concurrency=g.http_concurrency,
-        timeouts=HTTPTimeouts(
-            connect=g.http_connect_timeout,
-            read=g.http_read_timeout,
-            probe=g.http_probe_timeout,
-            write=g.http_write_timeout,
-            pool=g.http_pool_timeout,
-            max_retries=g.http_max_retries,
-        ),
-        api_key=_api_key(g),
-        progress=g.progress,
+        api_key=_api_key(cfg.generation),
         context_tokens=cfg.context_tokens(),
     )
 
