@@ -160,6 +160,7 @@ def reflection_accuracy(reflection: pd.DataFrame, run: RunFolder) -> Figure:
             h = g[g["method"] == method].set_index("case").reindex(list(REFLECTION_CASES))
             x = np.arange(len(REFLECTION_CASES)) - 0.4 + width * (j + 0.5)
             vals = np.array([pct(v) for v in h["prefers_correct"]])
+            # matplotlib bar: its error bars come computed by rmlib.analysis (see plots.style)
             ax.bar(
                 x,
                 np.nan_to_num(vals),
@@ -234,6 +235,7 @@ def method_accuracies(methods: pd.DataFrame, run: RunFolder) -> Figure:
         for j, model in enumerate(models):
             g = t[t["model"] == model].set_index("method").reindex(order)
             x = np.arange(len(order)) - 0.3 + step * (j + 0.5)
+            # matplotlib errorbar: the intervals come computed by rmlib.analysis (see plots.style)
             ax.errorbar(
                 x,
                 [pct(v) for v in g["accuracy"]],
@@ -275,6 +277,7 @@ def accuracy_vs_n(table: pd.DataFrame, run: RunFolder) -> Figure:
         for model, g in t.groupby("model", sort=False):
             color = MODEL_COLORS.get(str(model), "k")
             maj = g[g["method"] == "majority"].sort_values("k")
+            # matplotlib: band and error bar come computed by rmlib.analysis (see plots.style)
             ax.plot(
                 maj["k"],
                 100 * maj["accuracy"],
