@@ -66,6 +66,7 @@ FIGURES = {
     "accuracy_by_benchmark": lambda t, run: plots.accuracy_by_benchmark(t["main"], run),
     "accuracy_by_subset": lambda t, run: plots.accuracy_by_subset(t["subsets"], run),
     "calibration": lambda t, run: plots.calibration_curve(t["aq"]["calibration"], run),
+    "confidence": lambda t, run: plots.confidence_distributions(run, ["base", "rft", "unified"]),
     "reflection_accuracy": lambda t, run: plots.reflection_accuracy(t["aq"]["reflection"], run),
     "method_accuracy": lambda t, run: plots.method_accuracies(t["aq"]["methods"], run),
     "accuracy_vs_n": lambda t, run: plots.accuracy_vs_n(t["aq"]["accuracy_vs_n"], run),
@@ -205,6 +206,22 @@ def test_correct_per_pair_colours_and_counts(run):
     # parsefail 1, none 0 -> 0: 2 keys, 1: 2, 2: 3, 3: 4, 4: 5
     assert heights == [2, 2, 3, 4, 5]
     assert "easy (all right): dropped: 5" in _texts(fig)
+
+
+def test_confidence_distributions_stack_every_parsed_judgment(tables, run, tmp_path):
+    fig = plots.confidence_distributions(run, ["base", "rft", "unified"])
+    calibration = tables["aq"]["calibration"]
+    for ax in fig.axes:
+        model = ax.get_title().split()[1]
+        heights = sum(p.get_height() for p in ax.patches if p.get_height() > 0)
+        # every parsed judgment once, the same ones the calibration bins (rft: no tables)
+        assert heights == calibration.loc[calibration["model"] == model, "n"].sum() > 0
+    assert [ax.get_title().split()[1] for ax in fig.axes] == ["base", "unified"]
+    assert "wrong (12)" in _texts(fig)  # unified: 40 right, 12 wrong of 52 parsed
+    from rmlib.run_folder import RunFolder
+
+    fig = plots.confidence_distributions(RunFolder(tmp_path / "empty"), ["base"])
+    assert "No parsed stage-1 judgments" in _texts(fig)
 
 
 def test_sweep_figure(tmp_path):

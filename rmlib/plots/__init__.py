@@ -31,8 +31,11 @@ from rmlib.plots.position import (
 )
 from rmlib.plots.quality import (
     ANALYSIS_METHODS,
+    CONFIDENCE_BINS,
     accuracy_vs_n,
     calibration_curve,
+    confidence_distributions,
+    confidence_rows,
     method_accuracies,
     reflection_accuracy,
 )
@@ -80,6 +83,7 @@ __all__ = [
     "FigureSpec",
     "caption",
     "ANALYSIS_METHODS",
+    "CONFIDENCE_BINS",
     "FAILURE_COLORS",
     "FAILURE_STAGES",
     "MAX_PARTS",
@@ -100,6 +104,8 @@ __all__ = [
     "accuracy_by_subset",
     "accuracy_vs_n",
     "calibration_curve",
+    "confidence_distributions",
+    "confidence_rows",
     "chance_line",
     "consistency_figure",
     "correct_per_pair",

@@ -131,6 +131,7 @@ def accuracy_by_subset(
         for s, (model, method) in enumerate(series):
             g = p[(p["model"] == model) & (p["method"] == method)].set_index(["kind", "part"])
             g = g.reindex(parts)
+            # matplotlib errorbar: the intervals come computed by rmlib.analysis (see plots.style)
             ax.errorbar(
                 [pct(v) for v in g["score"]],
                 y + 0.35 - step * (s + 0.5),

@@ -58,6 +58,7 @@ def data_overview(summary: pd.DataFrame, run: RunFolder) -> Figure:
     height = max(3.0, 0.26 * len(bars) + 1.5)
     fig, (a, b) = new_figure(1, 2, size=(11, height), gridspec_kw={"width_ratios": [3, 2]})
     y = np.arange(len(bars))[::-1]
+    # matplotlib: the counts come tallied in the data summary (one bar each, no rows to count)
     a.barh(y, [c for *_, c in bars], color=[colors[s] for s, *_ in bars])
     a.set_yticks(y, [f"{s}" for _, s, _ in bars])
     for yi, (_, _, c) in zip(y, bars, strict=True):
@@ -83,6 +84,7 @@ def _label_balance(ax: Axes, summary: pd.DataFrame, colors: dict[str, str]) -> N
     shares = [_as_dict(r.get("label_balance")).get("share") for r in rows]
     y = np.arange(len(rows))[::-1]
     vals = [math.nan if s is None else 100 * float(s) for s in shares]
+    # matplotlib: each share comes computed in the data summary (one bar each, nothing to count)
     ax.barh(y, np.nan_to_num(vals), color=[colors.get(n, OKABE_ITO["grey"]) for n in names])
     ax.set_yticks(y, [f"{n}\n(n={int(r['n_pairs']):,})" for n, r in zip(names, rows, strict=True)])
     for yi, v in zip(y, vals, strict=True):

@@ -220,6 +220,7 @@ def accuracy_by_length(
         for j, method in enumerate(ms):
             h = g[g["method"] == method].sort_values("bin_index")
             x = h["bin_index"].to_numpy() - 0.25 + step * (j + 0.5)
+            # matplotlib errorbar: the intervals come computed by rmlib.analysis (see plots.style)
             ax.errorbar(
                 x,
                 100 * h["accuracy"],

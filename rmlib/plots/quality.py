@@ -5,9 +5,11 @@ accuracy as N grows.
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 
 import numpy as np
 import pandas as pd
+import seaborn as sns
 from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
 from matplotlib.patches import Patch
@@ -67,6 +69,62 @@ def calibration_curve(calibration: pd.DataFrame, run: RunFolder) -> Figure:
     return save(fig, run, "calibration")
 
 
+CONFIDENCE_BINS = 20  # bins over all models' confidences: a few judgments per bin in the demo
+
+
+def confidence_rows(run: RunFolder, models: Sequence[str]) -> pd.DataFrame:
+    """Parsed stage-1 judgments with a finite confidence, per model (models without rollouts
+    skipped), and whether each was right, as the calibration reads them."""
+    frames = []
+    for model in models:
+        if not run.has_table(f"rollouts_{model}"):
+            continue
+        r = run.read_table(f"rollouts_{model}")
+        r = r[r["choice"].notna() & np.isfinite(r["confidence"].astype(float))]
+        right = r["correct"].astype(bool)
+        frames.append(pd.DataFrame({"model": model, "confidence": r["confidence"], "right": right}))
+    return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
+
+
+@styled
+def confidence_distributions(
+    run: RunFolder, models: Sequence[str], bins: int = CONFIDENCE_BINS
+) -> Figure:
+    """How the confidences of right and wrong stage-1 judgments are spread, one panel per model,
+    stacked per bin: where wrong judgments sit left of right ones, the most confident judgment
+    (the anchor) is more often right than a random one."""
+    title = "Confidence of right and wrong stage-1 judgments"
+    df = confidence_rows(run, models)
+    if df.empty:
+        return empty_figure(run, "confidence", title, "No parsed stage-1 judgments.")
+    names = list(dict.fromkeys(df["model"]))
+    fig, axes = new_figure(
+        1, len(names), size=(5.2 * len(names), 3.8), sharey=True, layout="constrained"
+    )
+    edges = np.histogram_bin_edges(df["confidence"], bins=bins)  # shared: panels compare
+    for ax, (model, g) in zip(axes, df.groupby("model", sort=False), strict=True):
+        verdict = np.where(g["right"], "right", "wrong")
+        counts = pd.Series(verdict).value_counts()
+        sns.histplot(
+            x=g["confidence"].to_numpy(),
+            hue=[f"{v} ({counts[v]})" for v in verdict],
+            hue_order=[f"{v} ({counts.get(v, 0)})" for v in ("right", "wrong")],
+            palette=[OKABE_ITO["green"], OKABE_ITO["vermillion"]],
+            bins=edges,
+            multiple="stack",  # a bin's height is all its judgments, its red part the wrong ones
+            alpha=1,
+            ax=ax,
+        )
+        ax.set_title(f"model: {model} ({len(g)} parsed judgments)")
+        ax.set_xlabel("confidence: mean log-prob of the lowest-probability tokens")
+        ax.set_ylabel("stage-1 judgments")
+        sns.move_legend(  # below the axis: a tall bin at either end would hide under it
+            ax, "upper center", bbox_to_anchor=(0.5, -0.2), ncol=2, title=None, frameon=False
+        )
+    fig.suptitle(title, fontweight="bold")
+    return save(fig, run, "confidence")
+
+
 def _n_range(n: pd.Series) -> str:
     lo, hi = int(n.min()), int(n.max())
     return f"{lo}" if lo == hi else f"{lo}–{hi}"
@@ -103,6 +161,7 @@ def reflection_accuracy(reflection: pd.DataFrame, run: RunFolder) -> Figure:
             h = g[g["method"] == method].set_index("case").reindex(list(REFLECTION_CASES))
             x = np.arange(len(REFLECTION_CASES)) - 0.4 + width * (j + 0.5)
             vals = np.array([pct(v) for v in h["prefers_correct"]])
+            # matplotlib bar: its error bars come computed by rmlib.analysis (see plots.style)
             ax.bar(
                 x,
                 np.nan_to_num(vals),
@@ -175,6 +234,7 @@ def method_accuracies(methods: pd.DataFrame, run: RunFolder) -> Figure:
         for j, model in enumerate(models):
             g = t[t["model"] == model].set_index("method").reindex(order)
             x = np.arange(len(order)) - 0.3 + step * (j + 0.5)
+            # matplotlib errorbar: the intervals come computed by rmlib.analysis (see plots.style)
             ax.errorbar(
                 x,
                 [pct(v) for v in g["accuracy"]],
@@ -216,6 +276,7 @@ def accuracy_vs_n(table: pd.DataFrame, run: RunFolder) -> Figure:
         for model, g in t.groupby("model", sort=False):
             color = MODEL_COLORS.get(str(model), "k")
             maj = g[g["method"] == "majority"].sort_values("k")
+            # matplotlib: band and error bar come computed by rmlib.analysis (see plots.style)
             ax.plot(
                 maj["k"],
                 100 * maj["accuracy"],

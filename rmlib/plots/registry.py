@@ -35,6 +35,9 @@ FIGURES: dict[str, FigureSpec] = {
         "accuracy_by_subset", "Score per subset, section, domain or level"
     ),
     "calibration": FigureSpec("calibration_curve", "Accuracy of stage-1 judgments by confidence"),
+    "confidence": FigureSpec(
+        "confidence_distributions", "Confidence of right and wrong stage-1 judgments"
+    ),
     "reflection_accuracy": FigureSpec(
         "reflection_accuracy", "How often stage 2 prefers the correct critique"
     ),

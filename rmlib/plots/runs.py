@@ -39,6 +39,7 @@ def correct_per_pair(rollouts: pd.DataFrame, n: int, run: RunFolder) -> Figure:
         for k in counts.index
     ]
     fig, (ax,) = new_figure(size=(7.5, 3.8))
+    # matplotlib: the counts are tallied anyway for the legend; histplot would stack a bar per kind
     ax.bar(counts.index, counts.to_numpy(), color=colors)
     for k, c in counts.items():
         ax.annotate(str(c), (k, c), xytext=(0, 2), textcoords="offset points", ha="center")
@@ -85,6 +86,7 @@ def training_curves(log: pd.DataFrame, run: RunFolder) -> Figure:
             g = g.dropna(subset=[col]).sort_values("step")
             color = MODEL_COLORS.get(str(v), OKABE_ITO["black"])
             y = g[col].astype(float) * (100 if col == "parse_failure_rate" else 1)
+            # matplotlib: the band is the batch's logged s.d., not an interval lineplot computes
             ax.plot(g["step"], y, marker=".", color=color, label=f"{v} ({len(g)} steps)")
             if col == "reward" and "reward_std" in g and g["reward_std"].notna().any():
                 sd = g["reward_std"].astype(float).fillna(0)
@@ -136,7 +138,7 @@ def parse_failures(run: RunFolder, models: list[str]) -> Figure:
     fig, (ax,) = new_figure(size=(9, max(2.5, 0.45 * len(counts) + 1.4)))
     y = np.arange(len(counts))[::-1]
     left = np.zeros(len(counts))
-    for k in kinds:
+    for k in kinds:  # matplotlib: stacked bars of counts tallied per kind (no rows to count)
         vals = counts[k].to_numpy(dtype=float)
         ax.barh(y, vals, left=left, color=FAILURE_COLORS.get(k, OKABE_ITO["black"]), label=k)
         left += vals

@@ -2,11 +2,12 @@
 (one colour per method, one marker per model across all figures), saving as PNG + SVG under the
 run folder, empty-figure messages, percent and error-bar helpers.
 
-seaborn draws the shares it computes from raw rows (`length_distributions`). Accuracies and
-their intervals are computed by rmlib.analysis under each benchmark's official rule (bootstrap,
-Wilson), and a point may lie outside its interval (`err`); seaborn 0.13 draws only intervals it
-computes itself (its objects interface takes given bounds, but warns under pandas 3), so those
-dot plots stay matplotlib `errorbar` calls.
+seaborn draws what it computes from raw rows: the length shares (`length_distributions`) and
+the confidence histograms (`confidence_distributions`). Accuracies and their intervals are
+computed by rmlib.analysis under each benchmark's official rule (bootstrap, Wilson), and a point
+may lie outside its interval (`err`); seaborn 0.13 draws only intervals it computes itself (its
+objects interface takes given bounds, but warns under pandas 3), so those dot plots stay
+matplotlib `errorbar` calls, as do bars of counts tallied before drawing.
 """
 
 from __future__ import annotations

@@ -58,6 +58,7 @@ def sweep_figure(table: pd.DataFrame, keys: list[str], path_stem: Path) -> Figur
                 continue
             lo, hi = table.get(f"{col}.ci_low"), table.get(f"{col}.ci_high")
             yerr = err(table[col], lo, hi) if lo is not None and hi is not None else None
+            # matplotlib errorbar: the intervals come computed by rmlib.analysis (see plots.style)
             ax.errorbar(
                 x + 0.06 * (j - 1),  # dodge: overlapping intervals stay readable
                 [pct(v) for v in table[col]],
