@@ -47,12 +47,16 @@ def lab_environment(run_dir: Path, params_file: Path) -> dict[str, str]:
 def lab_command(jupyter_args: Sequence[str] = ()) -> list[str]:
     """JupyterLab with the notebooks folder as its root, in this interpreter's environment,
     saving notebooks without their outputs."""
+    # Jupyter refuses to start as root without --allow-root; containers and these 2-core
+    # machines run as root, where `make lab` must work as the README says
+    root = ["--allow-root"] if os.geteuid() == 0 and "--allow-root" not in jupyter_args else []
     return [
         sys.executable,
         "-m",
         "jupyterlab",
         f"--ServerApp.root_dir={project_root() / 'notebooks'}",
         f"--FileContentsManager.pre_save_hook={__name__}.strip_outputs",
+        *root,
         *jupyter_args,
     ]
 

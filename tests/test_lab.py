@@ -30,6 +30,12 @@ def test_the_lab_points_its_kernels_at_the_run_folder(tmp_path, monkeypatch):
     assert cmd[:3] == [sys.executable, "-m", "jupyterlab"] and cmd[-1] == "--no-browser"
     assert f"--ServerApp.root_dir={ROOT / 'notebooks'}" in cmd
     assert "--FileContentsManager.pre_save_hook=rmlib.lab.strip_outputs" in cmd
+    # as root (containers, these machines) Jupyter starts only with --allow-root, given once
+    monkeypatch.setattr(lab.os, "geteuid", lambda: 0)
+    assert lab.lab_command(["--no-browser"]).count("--allow-root") == 1
+    assert lab.lab_command(["--allow-root"]).count("--allow-root") == 1
+    monkeypatch.setattr(lab.os, "geteuid", lambda: 1000)
+    assert "--allow-root" not in lab.lab_command(["--no-browser"])
 
 
 def test_a_notebook_is_saved_without_outputs():
