@@ -254,15 +254,7 @@ def _add_run(sub: argparse._SubParsersAction) -> None:
     )
     run.add_argument("params", metavar="PARAMS.yaml")
     run.add_argument("--name", help="run name (default: run.name in the params)")
-    run.add_argument(
-        "--set",
-        dest="overrides",
-        type=_set_option,
-        action="append",
-        default=[],
-        metavar="KEY=VALUE",
-        help="override a parameter, e.g. --set inference.n_samples=4",
-    )
+    _add_set(run)
     run.add_argument(
         "--dry-run",
         action="store_true",
@@ -311,6 +303,19 @@ def _add_run(sub: argparse._SubParsersAction) -> None:
     sweep.add_argument("params", metavar="PARAMS.yaml")
     sweep.add_argument("--dry-run", action="store_true", help="print the points and their plans")
     sweep.set_defaults(func=_sweep)
+
+
+def _add_set(parser: argparse.ArgumentParser) -> None:
+    """`--set KEY=VALUE` (repeatable) into args.overrides: one params override each."""
+    parser.add_argument(
+        "--set",
+        dest="overrides",
+        type=_set_option,
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="override a parameter, e.g. --set inference.n_samples=4",
+    )
 
 
 def _add_preflight_options(run: argparse.ArgumentParser) -> None:
@@ -442,10 +447,7 @@ def _add_serve(sub: argparse._SubParsersAction) -> None:
         "params lines that use them, and serve until Ctrl-C or SIGTERM stops them.",
     )
     serve.add_argument("params", metavar="PARAMS.yaml")
-    serve.add_argument(
-        "--set", dest="overrides", type=_set_option, action="append", default=[],
-        metavar="KEY=VALUE", help="override a parameter",
-    )  # fmt: skip
+    _add_set(serve)
     serve.add_argument(
         "--model", dest="models", action="append", metavar="NAME",
         help="a run model to serve (repeatable; default: base and every trained adapter)",
@@ -507,15 +509,7 @@ def _add_fetch(sub: argparse._SubParsersAction) -> None:
         help="print exactly what would be downloaded (repo id, type, revision, config, split) "
         "and touch no network",
     )
-    fetch.add_argument(
-        "--set",
-        dest="overrides",
-        type=_set_option,
-        action="append",
-        default=[],
-        metavar="KEY=VALUE",
-        help="override a parameter, as rmlib run --set",
-    )
+    _add_set(fetch)
     fetch.set_defaults(func=_fetch)
 
 
