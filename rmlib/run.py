@@ -374,7 +374,19 @@ def hold_until_exit(folder: Path) -> None:
     """
     key = folder.resolve()
     if key not in _HELD:
+        if not _HELD:
+            os.register_at_fork(after_in_child=_forget_held)
         _HELD[key] = _lock(folder)
+
+
+def _forget_held() -> None:
+    """In a child forked from a kernel that holds a folder (a DataLoader worker, a fork-started
+    pool): close its copy of each lock's descriptor. An flock belongs to the open file, which
+    the fork shares, so a child outliving the kernel would hold the folder after the kernel's
+    exit; closing the child's copy leaves the kernel's lock as it is."""
+    for fd in _HELD.values():
+        os.close(fd)
+    _HELD.clear()
 
 
 def _lock(folder: Path) -> int:

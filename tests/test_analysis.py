@@ -176,9 +176,18 @@ def test_configuration_differences_close_to_the_paper():
     text = " ".join(diffs)
     assert "Backbone" not in text and "N = " not in text and "not evaluated" not in text
     assert "instead of HelpSteer3" not in text
-    assert "QLoRA" in text  # the fine-tuning always differs
+    assert "Fine-tuning: QLoRA: LoRA adapters" in text and "nf4 weights on one device" in text
     assert any("RM-Bench is scored on partial data (missing: math)" in d for d in diffs)
     assert "RewardBench: 100 pairs drawn at random (seeded); the paper uses all." in diffs
+
+
+def test_configuration_differences_say_the_fine_tuning_that_ran():
+    """LoRA or QLoRA as train_precision says, on run.gpus devices, with the step the trainer
+    makes there (keep_step_on_gpus keeps the profile's)."""
+    lora = config_from_dict({"model": {"train_precision": "bf16"}, "run": {"gpus": 2}})
+    text = " ".join(res.configuration_differences(lora))
+    assert "Fine-tuning: LoRA adapters" in text and "QLoRA" not in text
+    assert "bf16 weights on 2 GPUs (data parallel)" in text
 
 
 # ---- paired comparisons -------------------------------------------------------------------------

@@ -3,6 +3,8 @@ command, and notebooks saved without outputs (tests/test_lab_browser.py drives t
 
 from __future__ import annotations
 
+import os
+import signal
 import subprocess
 import sys
 import textwrap
@@ -78,6 +80,40 @@ def test_a_kernel_opening_the_run_from_the_environment_holds_its_lock(tmp_path):
         kernel.wait(timeout=60)
     with runner.holding(folder):  # the kernel's exit released it
         pass
+
+
+def test_a_child_forked_by_the_kernel_does_not_keep_its_lock(tmp_path):
+    """A kernel's forked child (a DataLoader worker) shares the lock's open file; once the kernel
+    has exited, the folder is free though the child still runs."""
+    folder = tmp_path / "run"
+    folder.mkdir()
+    (folder / "params.yaml").write_text((ROOT / "params" / "smoke.yaml").read_text())
+    code = textwrap.dedent(
+        f"""
+        import os, sys, time
+        from rmlib.run import hold_until_exit
+        hold_until_exit(__import__("pathlib").Path({str(folder)!r}))
+        child = os.fork()
+        if child == 0:  # outlives its parent, off the parent's pipes (run() waits for them)
+            null = os.open(os.devnull, os.O_RDWR)
+            os.dup2(null, 1)
+            os.dup2(null, 2)
+            time.sleep(60)
+            os._exit(0)
+        print(child, flush=True)
+        """
+    )
+    kernel = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=120
+    )
+    assert kernel.returncode == 0, kernel.stderr[-2000:]
+    child = int(kernel.stdout)
+    try:
+        os.kill(child, 0)  # alive
+        with runner.holding(folder):  # and holding nothing
+            pass
+    finally:
+        os.kill(child, signal.SIGKILL)
 
 
 def test_a_notebook_run_by_rmlib_run_leaves_the_lock_to_the_runner(tmp_path):

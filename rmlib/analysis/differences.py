@@ -73,13 +73,20 @@ def _model_differences(cfg: RunConfig, c: dict[str, Any]) -> list[str]:
 
 
 def _training_differences(cfg: RunConfig, c: dict[str, Any]) -> list[str]:
+    from rmlib.models import resolve_precision  # imports torch: only when a report is written
+    from rmlib.training.grpo_config import batch_plan, per_process
+
     g = cfg.grpo
+    weights, _ = resolve_precision(cfg.model.train_precision)
+    method = "QLoRA: LoRA" if weights == "nf4" else "LoRA"
+    gpus = cfg.run.gpus
+    devices = "one device" if gpus == 1 else f"{gpus} GPUs (data parallel)"
     out = [
-        f"Fine-tuning: QLoRA-style LoRA adapters (r={g.lora_r}, {g.lora_target_modules}) over "
-        f"{cfg.model.train_precision} weights on one device; the paper fine-tunes every weight "
-        "on 16 GPUs."
+        f"Fine-tuning: {method} adapters (r={g.lora_r}, {g.lora_target_modules}) over "
+        f"{weights} weights on {devices}; the paper fine-tunes every weight on 16 GPUs."
     ]
-    per_step = g.per_device_train_batch_size * g.gradient_accumulation_steps
+    # the step as the trainer makes it on run.gpus processes (keep_step_on_gpus keeps it)
+    per_step = batch_plan(per_process(g, gpus), gpus).step_completions
     if per_step != c["batch_size"]:
         out.append(f"GRPO batch: {per_step} completions per step (paper: {c['batch_size']}).")
     if g.max_steps is not None and g.max_steps > 0:
