@@ -3,9 +3,10 @@
     .venv/bin/python benchmarks/calibrate_cpu.py --run outputs/demo
 
 1. Measures what the time model needs of this device (unless --constants FILE is given): the
-   matmul FLOPS it achieves at the profile's precision on the backbone's MLP shape, the memory
-   bandwidth a read of a large tensor achieves, the memory, and (--engine-start, default on) a
-   vLLM CPU engine's start on the backbone; a notebook's overhead is the run's 01_data time
+   matmul FLOPS it achieves at the profile's precision on the backbone's MLP shape, the share
+   of them a LoRA training step achieves (train_mfu), the memory bandwidth a read of a large
+   tensor achieves, the memory, and (--engine-start, default on) the run's vLLM CPU engine's
+   start on the backbone; a notebook's overhead is the run's 01_data time
    (kernel start, imports, the data) when the run has one. Writes them to --output
    (default cpu_constants.json): a CPU constants file.
 2. Predicts: `rmlib run PARAMS --dry-run --gpu-constants FILE` (the same plan as for a GPU,
@@ -70,25 +71,48 @@ def measure_bandwidth(reps: int = 5) -> float:
     return BANDWIDTH_BYTES / seconds / 1e9
 
 
-def measure_engine_start(model: str, precision: str, kv_cache_gib: float) -> float:
-    """Seconds to start a vLLM CPU engine on `model` with rmlib's own settings."""
-    from rmlib.generation.vllm import EngineSettings, engine, shutdown, vllm_dtype
+def measure_engine_start(cfg: Any, precision: str) -> float:
+    """Seconds to start the run's own vLLM CPU engine on its backbone (the settings its notebooks
+    start: eager on CPU unless the profile says otherwise; a compiled engine took 147 s here,
+    the eager one of the run under a minute)."""
+    from rmlib.backends import vllm_settings
+    from rmlib.generation.vllm import engine, shutdown
     from rmlib.models import resolve_model
 
-    path = resolve_model(model)
+    settings = vllm_settings(cfg, resolve_model(cfg.model.backbone), precision)
     t0 = time.perf_counter()
     try:
-        engine(
-            EngineSettings(
-                model=path,
-                dtype=vllm_dtype(precision)[0],
-                max_model_len=2048,
-                kv_cache_gib=kv_cache_gib,
-            )
-        )
+        engine(settings)
         return time.perf_counter() - t0
     finally:
         shutdown()  # its worker processes too: none left behind
+
+
+def measure_train_mfu(cfg: Any, precision: str, tflops: float, reps: int = 2) -> float:
+    """The share of the matmul FLOPS a LoRA training step of the backbone achieves on this CPU:
+    forward and backward (4 x params FLOPs a token: LoRA trains no base weight) over the
+    warm-up's batch at 512 tokens, with the warm-up's adapter. On a GPU TRAIN_MFU is assumed;
+    on this CPU the step's attention, norms, autograd and small LoRA matmuls run far below the
+    MLP matmul's rate (the demo's warm-up took ~3.7x the matmul-bound time)."""
+    import torch
+    from peft import LoraConfig, get_peft_model
+
+    from rmlib.models import load_backbone
+
+    w = cfg.warmup
+    model, _ = load_backbone(cfg.model.backbone, precision=precision, device_map="cpu")
+    params = sum(p.numel() for p in model.parameters())
+    lora = LoraConfig(r=w.lora_r, lora_alpha=w.lora_alpha, target_modules=w.lora_target_modules)
+    model = get_peft_model(model, lora)
+    model.train()
+    ids = torch.randint(0, model.config.vocab_size, (w.batch_size, 512))
+
+    def step() -> None:
+        model(input_ids=ids, labels=ids).loss.backward()
+        model.zero_grad(set_to_none=True)
+
+    seconds = _best_of(step, reps)
+    return 4 * params * ids.numel() / seconds / (tflops * 1e12)
 
 
 def memory_gib() -> float:
@@ -113,9 +137,9 @@ def measure_constants(cfg: Any, args: argparse.Namespace, measured: dict[str, fl
     constants: dict[str, float] = {}
     if "01_data" in measured:
         constants["notebook_overhead_s"] = measured["01_data"]
+    constants["train_mfu"] = measure_train_mfu(cfg, precision, raw["tflops"])
     if args.engine_start:
-        kv = cfg.generation.kv_cache_gib or 2.0
-        constants["vllm_engine_start_s"] = measure_engine_start(cfg.model.backbone, precision, kv)
+        constants["vllm_engine_start_s"] = measure_engine_start(cfg, precision)
     out = Path(args.output)
     write_cpu_constants(
         out,

@@ -652,6 +652,24 @@ def test_cpu_calibration_compares_predictions_with_a_runs_times(tmp_path):
         assert fast["02_rollouts"]["seconds_expected"][part] == pytest.approx(
             rows["02_rollouts"]["seconds_expected"][part] / 2, rel=0.02
         )
+    # on a CPU adapters are merged ('auto'): 04 starts one engine per model (base, unified)
+    assert rows["04_inference"]["seconds_expected"]["engine_start"] == 35.0 * 2
+    # a measured train_mfu replaces the assumed share of the FLOPS (achieved: 1.0) in training
+    mfu = tmp_path / "mfu.json"
+    write_cpu_constants(
+        mfu,
+        device="cpu: test",
+        precision="fp32",
+        bandwidth_gb_s=5.0,
+        tflops=0.05,
+        memory_gib=24,
+        constants={"vllm_engine_start_s": 35.0, "train_mfu": 0.25},
+    )
+    quarter = _rows(planner.plan(cfg, gpu_constants=mfu))
+    assert planner.plan(cfg, gpu_constants=mfu)["gpu"]["constants"]["train_mfu"]["unit"] == "share"
+    assert quarter["02_rollouts"]["seconds_expected"]["warmup"] == pytest.approx(
+        rows["02_rollouts"]["seconds_expected"]["warmup"] * 4, rel=0.02
+    )
     run = tmp_path / "run"
     run.mkdir()
     predicted = {nb: rows[nb]["hours_expected"] * 3600 for nb in ("02_rollouts", "03_training")}

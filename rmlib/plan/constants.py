@@ -330,12 +330,17 @@ def cpu_card(path: str | Path) -> tuple[GPUClass, dict[str, Constant], dict[str,
         achieved=True,
     )
     constants = {
-        name: Constant(float(value), "s" if name.endswith("_s") else "tok/s", MEASURED, where)
+        name: Constant(float(value), _unit(name), MEASURED, where)
         for name, value in (data.get("constants") or {}).items()
         if isinstance(value, int | float) and value >= 0
     }
     about = {"file": str(path), "device": data["device"], "precision": data.get("precision")}
     return card, constants, about
+
+
+def _unit(name: str) -> str:
+    """A measured constant's unit, from its name (train_mfu: a share of the card's FLOPS)."""
+    return "s" if name.endswith("_s") else "share" if name.endswith("_mfu") else "tok/s"
 
 
 def plan_constants(

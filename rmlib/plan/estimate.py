@@ -228,11 +228,14 @@ class Estimator:
         return {"prefill": prompt_tokens / self.prefill_rate(), "decode": tokens / rate}
 
     def train_rate(self, precision: str, flops_per_param: float = TRAIN_FLOPS_PER_PARAM) -> float:
-        """Trainer tokens/s (prompt + completion tokens): measured, else TRAIN_MFU of the card's
-        FLOPS over `flops_per_param` x params FLOPs a token (NF4: x NF4_TRAIN_SLOWDOWN)."""
+        """Trainer tokens/s (prompt + completion tokens): measured, else TRAIN_MFU (or a CPU's
+        measured train_mfu) of the card's FLOPS over `flops_per_param` x params FLOPs a token
+        (NF4: x NF4_TRAIN_SLOWDOWN)."""
         key = "train_tokens_per_s_nf4" if precision == "nf4" else "train_tokens_per_s_bf16"
         if self.measured(key) or self.facts is None:
             return self.c[key]
-        flops = efficiency(self.gpu, TRAIN_MFU) * self.gpu.bf16_tflops * 1e12
+        # a CPU constants file measures the share a training step achieves of its matmul FLOPS
+        share = self.c["train_mfu"] if self.measured("train_mfu") else None
+        flops = (share or efficiency(self.gpu, TRAIN_MFU)) * self.gpu.bf16_tflops * 1e12
         rate = flops / (flops_per_param * self.facts.params)
         return rate * (NF4_TRAIN_SLOWDOWN if precision == "nf4" else 1.0)

@@ -341,8 +341,12 @@ def _inference_row(
         queued=max(gens, 1) / engines,
     )
     if cfg.generation.backend != "hf":
-        # adapters by LoRARequest (CUDA's 'auto') share the base model's engine: one start
-        engines = len(models) if cfg.generation.adapters == "merged" else 1
+        # adapters by LoRARequest share the base model's engine: one start; merged, each model
+        # starts its own. 'auto' as backends.adapter_mode resolves it on the card planned for
+        mode = cfg.generation.adapters
+        if mode == "auto":
+            mode = "merged" if est.gpu.name == CPU_CLASS else "lora"
+        engines = len(models) if mode == "merged" else 1
         seconds["engine_start"] = engines * est.c["vllm_engine_start_s"]
     return _finish(row, est, seconds, blocked)
 
