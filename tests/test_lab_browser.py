@@ -177,6 +177,13 @@ def test_05_results_runs_in_jupyterlab_with_figures_and_no_errors(chromium, lab,
         n_figures = figures.count()
         if n_figures:
             figures.first.scroll_into_view_if_needed()
+            # JupyterLab renders the cells a scroll brings into view a frame later: without
+            # this wait the screenshot caught an empty notebook panel
+            try:
+                figures.first.wait_for(state="visible", timeout=30_000)
+                page.wait_for_timeout(1_000)
+            except PlaywrightTimeout:
+                pass  # the screenshot is evidence, not a check: the assertions below decide
         page.screenshot(path=str(shot))
         browser.close()
     with capsys.disabled():
