@@ -610,24 +610,26 @@ def test_plan_section_does_not_change_the_params_hash():
     assert params_hash(a) == params_hash(b) != params_hash(c)
 
 
-def test_cpu_calibration_compares_predictions_with_a_runs_times(tmp_path):
-    from rmlib.plan.calibrate import (
-        compare,
-        format_comparison,
-        measured_seconds,
-        write_cpu_constants,
-    )
+def _cpu_file(path: Path, scale: float = 1.0, **constants: float) -> Path:
+    """A CPU constants file: 5 GB/s and 0.05 TFLOPS (times `scale`), an engine start of 35 s."""
+    from rmlib.plan.calibrate import write_cpu_constants
 
-    path = tmp_path / "cpu.json"
     write_cpu_constants(
         path,
         device="cpu: test",
         precision="fp32",
-        bandwidth_gb_s=5.0,
-        tflops=0.05,
+        bandwidth_gb_s=5.0 * scale,
+        tflops=0.05 * scale,
         memory_gib=24,
-        constants={"vllm_engine_start_s": 35.0, "notebook_overhead_s": 6.0},
+        constants={"vllm_engine_start_s": 35.0, **constants},
     )
+    return path
+
+
+def test_cpu_calibration_compares_predictions_with_a_runs_times(tmp_path):
+    from rmlib.plan.calibrate import compare, format_comparison, measured_seconds
+
+    path = _cpu_file(tmp_path / "cpu.json", notebook_overhead_s=6.0)
     cfg = _profile("demo")
     p = planner.plan(cfg, gpu_constants=path)
     assert p["gpu"]["class"] == "cpu"
@@ -637,16 +639,7 @@ def test_cpu_calibration_compares_predictions_with_a_runs_times(tmp_path):
     rows = _rows(p)
     assert rows["02_rollouts"]["seconds_expected"]["engine_start"] == 35.0
     # twice the bandwidth and FLOPS: every model-work part takes half as long
-    faster = tmp_path / "faster.json"
-    write_cpu_constants(
-        faster,
-        device="cpu: test",
-        precision="fp32",
-        bandwidth_gb_s=10.0,
-        tflops=0.1,
-        memory_gib=24,
-        constants={"vllm_engine_start_s": 35.0, "notebook_overhead_s": 6.0},
-    )
+    faster = _cpu_file(tmp_path / "faster.json", scale=2.0, notebook_overhead_s=6.0)
     fast = _rows(planner.plan(cfg, gpu_constants=faster))
     for part in ("warmup", "prefill", "decode"):
         assert fast["02_rollouts"]["seconds_expected"][part] == pytest.approx(
@@ -655,19 +648,9 @@ def test_cpu_calibration_compares_predictions_with_a_runs_times(tmp_path):
     # on a CPU adapters are merged ('auto'): 04 starts one engine per model (base, unified)
     assert rows["04_inference"]["seconds_expected"]["engine_start"] == 35.0 * 2
     # a measured train_mfu replaces the assumed share of the FLOPS (achieved: 1.0) in training
-    mfu = tmp_path / "mfu.json"
-    write_cpu_constants(
-        mfu,
-        device="cpu: test",
-        precision="fp32",
-        bandwidth_gb_s=5.0,
-        tflops=0.05,
-        memory_gib=24,
-        constants={"vllm_engine_start_s": 35.0, "train_mfu": 0.25},
-    )
-    quarter = _rows(planner.plan(cfg, gpu_constants=mfu))
-    assert planner.plan(cfg, gpu_constants=mfu)["gpu"]["constants"]["train_mfu"]["unit"] == "share"
-    assert quarter["02_rollouts"]["seconds_expected"]["warmup"] == pytest.approx(
+    mfu = planner.plan(cfg, gpu_constants=_cpu_file(tmp_path / "mfu.json", train_mfu=0.25))
+    assert mfu["gpu"]["constants"]["train_mfu"]["unit"] == "share"
+    assert _rows(mfu)["02_rollouts"]["seconds_expected"]["warmup"] == pytest.approx(
         rows["02_rollouts"]["seconds_expected"]["warmup"] * 4, rel=0.02
     )
     run = tmp_path / "run"
