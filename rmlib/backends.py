@@ -106,13 +106,16 @@ def context_tokens(cfg: RunConfig) -> int:
     return cfg.prompts.longest_prompt_tokens() + max_new_tokens(cfg)
 
 
-def adapter_mode(cfg: RunConfig) -> str:
-    """How the vLLM backend serves trained adapters: 'lora' (LoRARequest) or 'merged'."""
-    import torch
-
+def adapter_mode(cfg: RunConfig, on_cuda: bool | None = None) -> str:
+    """How the vLLM backend serves trained adapters: 'lora' (LoRARequest) or 'merged'.
+    on_cuda: the device it is for (None: this machine's; the dry run passes the planned card's)."""
     if cfg.generation.adapters != "auto":
         return cfg.generation.adapters
-    return "lora" if torch.cuda.is_available() else "merged"
+    if on_cuda is None:
+        import torch
+
+        on_cuda = torch.cuda.is_available()
+    return "lora" if on_cuda else "merged"
 
 
 def merged_checkpoint(run: RunFolder, ref: ModelRef) -> str:

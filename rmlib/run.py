@@ -374,8 +374,6 @@ def hold_until_exit(folder: Path) -> None:
     """
     key = folder.resolve()
     if key not in _HELD:
-        if not _HELD:
-            os.register_at_fork(after_in_child=_forget_held)
         _HELD[key] = _lock(folder)
 
 
@@ -387,6 +385,9 @@ def _forget_held() -> None:
     for fd in _HELD.values():
         os.close(fd)
     _HELD.clear()
+
+
+os.register_at_fork(after_in_child=_forget_held)  # a no-op in processes that hold nothing
 
 
 def _lock(folder: Path) -> int:

@@ -235,7 +235,8 @@ class Estimator:
         if self.measured(key) or self.facts is None:
             return self.c[key]
         # a CPU constants file measures the share a training step achieves of its matmul FLOPS
-        share = self.c["train_mfu"] if self.measured("train_mfu") else None
-        flops = (share or efficiency(self.gpu, TRAIN_MFU)) * self.gpu.bf16_tflops * 1e12
+        measured = self.measured("train_mfu")
+        share = self.c["train_mfu"] if measured else efficiency(self.gpu, TRAIN_MFU)
+        flops = share * self.gpu.bf16_tflops * 1e12
         rate = flops / (flops_per_param * self.facts.params)
         return rate * (NF4_TRAIN_SLOWDOWN if precision == "nf4" else 1.0)

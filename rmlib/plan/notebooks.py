@@ -9,7 +9,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from rmlib.backends import context_tokens
+from rmlib.backends import adapter_mode, context_tokens
 from rmlib.config import ConfigError, RunConfig, describe
 from rmlib.generation.vllm import vllm_dtype
 from rmlib.plan.constants import (
@@ -342,10 +342,8 @@ def _inference_row(
     )
     if cfg.generation.backend != "hf":
         # adapters by LoRARequest share the base model's engine: one start; merged, each model
-        # starts its own. 'auto' as backends.adapter_mode resolves it on the card planned for
-        mode = cfg.generation.adapters
-        if mode == "auto":
-            mode = "merged" if est.gpu.name == CPU_CLASS else "lora"
+        # starts its own ('auto' resolved for the card planned for)
+        mode = adapter_mode(cfg, on_cuda=est.gpu.name != CPU_CLASS)
         engines = len(models) if mode == "merged" else 1
         seconds["engine_start"] = engines * est.c["vllm_engine_start_s"]
     return _finish(row, est, seconds, blocked)
