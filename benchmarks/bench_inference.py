@@ -245,6 +245,8 @@ def warmup_adapter(args: argparse.Namespace) -> str:
     folder = Path(args.warmup)
     if (folder / "adapter_config.json").is_file():
         return str(folder)
+    from rmlib.models import load_tokenizer
+    from rmlib.prompts import PromptFormat
     from rmlib.training.sft import WarmupConfig, run_warmup, warmup_pairs
 
     cfg = WarmupConfig(enabled=True, torch_threads=cpu_threads(args.threads))
@@ -254,8 +256,8 @@ def warmup_adapter(args: argparse.Namespace) -> str:
         cfg,
         folder,
         backbone=args.model,
+        fmt=PromptFormat(load_tokenizer(args.model), one_budget(args.max_prompt_tokens)),
         seed=args.seed,
-        budget=one_budget(args.max_prompt_tokens),
     )
     return str(folder)
 
@@ -392,6 +394,7 @@ def run_method(method: str, path: str, ctx: dict[str, Any]) -> dict[str, Any]:
     """One measurement: the method on every pair through a fresh store; its tables and costs."""
     from rmlib import judge
     from rmlib.generation.base import SamplingParams
+    from rmlib.prompts import PromptFormat
     from rmlib.reflect import ReflectConfig, run_reflectrm
 
     args, pairs = ctx["args"], ctx["pairs"]
@@ -407,25 +410,24 @@ def run_method(method: str, path: str, ctx: dict[str, Any]) -> dict[str, Any]:
         run_random_anchor=False,
         prune_reflections=method == "two_stage_pruned",
     )
+    fmt = PromptFormat(ctx["tok"], ctx["budget"])
     try:
         if method == "greedy":
             table = judge.judge_pairs(
                 pairs,
                 backend,
-                ctx["tok"],
+                fmt,
                 n=1,
                 params=SamplingParams.greedy(args.max_new_tokens),
-                budget=ctx["budget"],
             )
             return {"cost": summarize(backend.calls, len(pairs)), "rollouts": table}
         if method == "majority":
             table = judge.judge_pairs(
                 pairs,
                 backend,
-                ctx["tok"],
+                fmt,
                 n=args.n,
                 params=cfg.sampling_params(),
-                budget=ctx["budget"],
                 confidence_fraction=cfg.confidence_fraction,
             )
             return {"cost": summarize(backend.calls, len(pairs)), "rollouts": table}
@@ -434,14 +436,13 @@ def run_method(method: str, path: str, ctx: dict[str, Any]) -> dict[str, Any]:
             table = judge.judge_reflections(
                 requests,
                 backend,
-                ctx["tok"],
+                fmt,
                 params=cfg.reflection_params(),
-                budget=ctx["budget"],
             )
             cost = summarize(backend.calls, len(pairs))
             cost["reflection_calls"] = len(requests)
             return {"cost": cost, "rollouts": table.assign(sample=table["i"])}
-        result = run_reflectrm(pairs, backend, ctx["tok"], cfg, budget=ctx["budget"])
+        result = run_reflectrm(pairs, backend, fmt, cfg)
         stage1 = [c for c in backend.calls if c["sampled"]]
         stage2 = [c for c in backend.calls if not c["sampled"]]
         cost = summarize(backend.calls, len(pairs))

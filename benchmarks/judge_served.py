@@ -1,21 +1,23 @@
-"""`rmlib judge` in process against the same judge behind `vllm serve`: same greedy verdicts?
+"""`rmlib judge` in process against the same judge behind `rmlib serve`: same greedy verdicts?
 
-Issue 21's check: N RewardBench pairs, both orders, greedy, judged by a format-warmed SmolLM2
-(the demo profile's warm-up, made into --judge once when missing) on vLLM in this process, then
-by the same checkpoint served by vLLM's OpenAI-compatible server; prints one JSON object: wall
-times, share parsed, accuracy, and how many verdicts agree. Timings on a shared machine are
-under contention: say so when quoting them.
+Issue 21's check: N RewardBench pairs, both orders, greedy, judged by SmolLM2 with a format
+warm-up LoRA adapter (the demo's, outputs/demo/adapters/warmup; trained once into --adapter
+when missing, as params/demo.yaml does it) on vLLM in this process, then by the same model and
+adapter served by `rmlib serve --checkpoint` (vLLM's own OpenAI server, the adapter by LoRA).
+Both predictions are scored by `rmlib score`. Then a sample group: three completions of one
+prompt rewarded by the served judge as a TRL reward function would (`rmlib.reward_judge`: group
+opponents, both orders; and soft rewards against a reference). Prints one JSON object: wall
+times, share parsed, accuracy, how many verdicts agree, the rewards. Timings on a shared
+machine are under contention: say so when quoting them.
 
-    python benchmarks/judge_served.py --data ../shared/data/rewardbench --judge /tmp/warm -n 50
+    python benchmarks/judge_served.py --data ../shared/data/rewardbench -n 50
 """
 
 from __future__ import annotations
 
 import argparse
 import json
-import os
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -26,63 +28,48 @@ import pandas as pd
 
 from rmlib.cli import main as rmlib
 
+MODEL = "embedded:smollm2-135m"
+ROOT = Path(__file__).resolve().parents[1]
 
-def warm_judge(out: Path) -> float:
-    """SmolLM2 format-warmed as params/demo.yaml does it, merged into `out`; seconds taken."""
-    from rmlib.backends import prompt_budget
+
+def warm_adapter(out: Path) -> float:
+    """SmolLM2's format warm-up adapter, trained as params/demo.yaml does it; seconds taken."""
     from rmlib.config import load_config
+    from rmlib.models import load_tokenizer
+    from rmlib.prompts import PromptFormat
     from rmlib.training.sft import run_warmup, warmup_pairs
 
-    cfg = load_config(Path(__file__).parents[1] / "params" / "demo.yaml")
+    cfg = load_config(ROOT / "params" / "demo.yaml")
     start = time.perf_counter()
     run_warmup(
         warmup_pairs(cfg.warmup, seed=cfg.run.seed),
         cfg.warmup,
-        out.with_name(out.name + "-adapter"),
+        out,
         backbone=cfg.model.backbone,
+        fmt=PromptFormat.of(load_tokenizer(cfg.model.backbone), cfg),
         seed=cfg.run.seed,
-        budget=prompt_budget(cfg),
-        merged_dir=out,
-        critique_with_result=cfg.prompts.critique_with_result,
-        enable_thinking=cfg.model.enable_thinking,
     )
     return time.perf_counter() - start
 
 
-def serve(model: Path, dtype: str, max_model_len: int, log: Path) -> tuple[subprocess.Popen, str]:
-    """vLLM's own server for `model`, with the flags the judge needs (raw log-probs, the
-    checkpoint's generation config off, no chunked prefill on CPU); returns it and its URL."""
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port = sock.getsockname()[1]
-    cmd = [
-        sys.executable, "-m", "vllm.entrypoints.openai.api_server", "--model", str(model),
-        "--served-model-name", "judge", "--host", "127.0.0.1", "--port", str(port),
-        "--dtype", dtype, "--max-model-len", str(max_model_len), "--enforce-eager",
-        "--kv-cache-memory-bytes", str(2 << 30), "--max-num-batched-tokens", "8192",
-        "--no-enable-chunked-prefill", "--logprobs-mode", "raw_logprobs",
-        "--generation-config", "vllm", "--seed", "0",
-    ]  # fmt: skip
-    env = dict(os.environ, VLLM_CPU_NUM_OF_RESERVED_CPU="0")
-    with open(log, "wb") as f:
-        proc = subprocess.Popen(cmd, stdout=f, stderr=subprocess.STDOUT, env=env,
-                                start_new_session=True)  # fmt: skip
-    return proc, f"http://127.0.0.1:{port}"
+def rmlib_serve(adapter: Path, max_model_len: int, log: Path) -> tuple[subprocess.Popen, str]:
+    """`rmlib serve --checkpoint MODEL --adapter judge=ADAPTER`, waited for until it prints its
+    endpoint (as a user would read it); returns the process and the endpoint."""
+    from rmlib.serve import free_ports
 
-
-def wait_up(url: str, proc: subprocess.Popen, timeout: float = 600) -> None:
-    from rmlib.generation.http import HTTPBackend, HTTPBackendError
-
-    probe = HTTPBackend(url, "judge", progress=False)
-    deadline = time.monotonic() + timeout
-    while True:
-        try:
-            probe.served_models()
-            return
-        except HTTPBackendError:
-            if proc.poll() is not None or time.monotonic() > deadline:
-                raise RuntimeError(f"vllm serve did not come up (exit {proc.poll()})") from None
-            time.sleep(2)
+    cmd = [sys.executable, "-m", "rmlib", "serve", "--checkpoint", MODEL,
+           "--adapter", f"judge={adapter}", "--max-model-len", str(max_model_len),
+           "--port", str(free_ports(1)[0])]  # fmt: skip
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    lines = []
+    for line in proc.stdout:
+        lines.append(line)
+        if line.startswith("Ctrl-C or SIGTERM"):
+            log.write_text("".join(lines))
+            url = next(s.split()[0] for s in lines if s.strip().startswith("http://"))
+            return proc, url
+    log.write_text("".join(lines))
+    raise RuntimeError(f"rmlib serve exited {proc.wait()}: see {log}")
 
 
 def judged(argv: list[str]) -> tuple[float, pd.DataFrame]:
@@ -94,57 +81,98 @@ def judged(argv: list[str]) -> tuple[float, pd.DataFrame]:
     return time.perf_counter() - start, pd.read_json(out, lines=True)
 
 
+def scored(predictions: Path, data: str) -> str:
+    """What `rmlib score` prints for the predictions, both orders."""
+    out = subprocess.run(
+        [sys.executable, "-m", "rmlib", "score", str(predictions), "--benchmark", "rewardbench",
+         "--path", data, "--order", "both"],
+        capture_output=True, text=True, check=True,
+    )  # fmt: skip
+    return out.stdout
+
+
+def sample_group(url: str, store: Path, max_new_tokens: int) -> dict[str, Any]:
+    """A TRL reward call on one group of three completions, against the served judge."""
+    from rmlib.prompts import PromptBudget
+    from rmlib.reward_judge import http_judge
+
+    prompt = [{"role": "user", "content": "What is the capital of France? Answer briefly."}]
+    completions = [
+        [{"role": "assistant", "content": "The capital of France is Paris."}],
+        [{"role": "assistant", "content": "The capital of France is Lyon."}],
+        [{"role": "assistant", "content": "I like turtles."}],
+    ]
+    budget = {"max_prompt_tokens": 1024, "max_reflection_prompt_tokens": 1024}
+    out: dict[str, Any] = {"completions": [c[0]["content"] for c in completions]}
+    for name, config in {
+        "group_both_orders": {"opponent": "group"},
+        "group_one_order": {"opponent": "group", "both_orders": False},
+        "soft_vs_reference": {"opponent": "reference", "soft": True},
+    }.items():
+        config["inference"] = {"max_new_tokens": max_new_tokens}
+        judge = http_judge(url, "judge", MODEL, store, config=config, budget=PromptBudget(**budget),
+                           logprobs_kind="raw")  # fmt: skip
+        refs = [[{"role": "assistant", "content": "Paris."}]] * 3
+        rewards = judge.score([prompt] * 3, completions, refs)
+        out[name] = [None if r is None else round(r, 3) for r in rewards]
+        out[name + "_verdicts"] = judge.last["verdict"].tolist()
+    return out
+
+
 def main() -> dict[str, Any]:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--data", required=True, help="RewardBench's local copy")
-    ap.add_argument("--judge", type=Path, required=True, help="warmed checkpoint (made if absent)")
+    ap.add_argument("--adapter", type=Path, default=ROOT / "outputs/demo/adapters/warmup",
+                    help="the warm-up adapter (trained here if absent)")  # fmt: skip
     ap.add_argument("-n", type=int, default=50)
     ap.add_argument("--max-new-tokens", type=int, default=128)
     ap.add_argument("--workdir", type=Path, default=Path("judge-served"))
     args = ap.parse_args()
     args.workdir.mkdir(parents=True, exist_ok=True)
-    report: dict[str, Any] = {"n_pairs": args.n}
-    if not (args.judge / "config.json").is_file():
-        report["warmup_seconds"] = round(warm_judge(args.judge), 1)
-    from rmlib.models import resolve_precision
-
-    precision, _ = resolve_precision("auto")
+    report: dict[str, Any] = {"n_pairs": args.n, "adapter": str(args.adapter)}
+    if not (args.adapter / "adapter_config.json").is_file():
+        report["warmup_seconds"] = round(warm_adapter(args.adapter), 1)
     common = ["judge", "--source", "rewardbench", "--path", args.data, "-n", str(args.n),
-              "--model", str(args.judge), "--method", "greedy", "--orders", "both",
+              "--model", MODEL, "--method", "greedy", "--orders", "both",
               "--max-new-tokens", str(args.max_new_tokens), "--max-prompt-tokens", "1024",
-              "--precision", precision, "--no-progress"]  # fmt: skip
-    local_s, local = judged([*common, "-o", str(args.workdir / "local.jsonl")])
+              "--no-progress"]  # fmt: skip
+    local_out = args.workdir / "local.jsonl"
+    local_s, local = judged([*common, "--adapter", str(args.adapter), "-o", str(local_out)])
     from rmlib.generation.vllm import shutdown
 
     shutdown()  # its memory back before the server starts
-    dtype = "bfloat16" if precision == "bf16" else "float32"
-    proc, url = serve(args.judge, dtype, 1024 + args.max_new_tokens, args.workdir / "serve.log")
+    start = time.perf_counter()
+    proc, url = rmlib_serve(args.adapter, 1024 + args.max_new_tokens, args.workdir / "serve.log")
+    report["serve_start_seconds"] = round(time.perf_counter() - start, 1)
+    served_out = args.workdir / "served.jsonl"
     try:
-        start = time.perf_counter()
-        wait_up(url, proc)
-        report["serve_start_seconds"] = round(time.perf_counter() - start, 1)
-        served_s, served = judged([*common, "-o", str(args.workdir / "served.jsonl"),
-                                   "--endpoint", url, "--served-model", "judge"])  # fmt: skip
+        served_s, served = judged([*common, "-o", str(served_out), "--endpoint", url,
+                                   "--served-model", "judge"])  # fmt: skip
+        report["sample_group"] = sample_group(
+            url, args.workdir / "reward.sqlite", args.max_new_tokens
+        )
     finally:
-        os.killpg(proc.pid, signal.SIGTERM)
-        proc.wait(timeout=60)
+        proc.send_signal(signal.SIGTERM)
+        rest, _ = proc.communicate(timeout=120)
+    report["serve_stopped"] = "servers stopped" in rest
     both = local.merge(served, on=["id", "order"], suffixes=("_local", "_served"))
     same = (both["verdict_local"].fillna(0) == both["verdict_served"].fillna(0)).mean()
+    score_local, score_served = scored(local_out, args.data), scored(served_out, args.data)
     report.update(
-        precision=precision,
         rows=len(both),
         local_seconds=round(local_s, 1),
         served_seconds=round(served_s, 1),
         parsed_local=round(float(local["verdict"].notna().mean()), 4),
         parsed_served=round(float(served["verdict"].notna().mean()), 4),
-        accuracy_local=round(float((local["verdict"] == local["label"]).mean()), 4),
         same_verdicts=round(float(same), 4),
         differing=both.loc[
             both["verdict_local"].fillna(0) != both["verdict_served"].fillna(0), ["id", "order"]
         ].to_dict("records"),
+        score_local=score_local,
+        scores_equal=score_local == score_served,
     )
     return report
 
 
 if __name__ == "__main__":
-    print(json.dumps(main(), indent=2))
+    print(json.dumps(main(), indent=2, default=str))

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass
+from pathlib import Path
 
 from rmlib.config import ConfigError, GenerationSection, RunConfig
 from rmlib.run_folder import RunFolder
@@ -119,7 +120,13 @@ def adapter_mode(cfg: RunConfig, on_cuda: bool | None = None) -> str:
 
 
 def merged_checkpoint(run: RunFolder, ref: ModelRef) -> str:
-    """ref's base + adapter merged into models/<name>-merged (made once per adapter).
+    """ref's base + adapter merged into models/<name>-merged (made once per adapter)."""
+    out = run.path / "models" / f"{ref.name}-merged"
+    return merge_once(ref.path, str(ref.adapter), out, ref.identity, ref.precision)
+
+
+def merge_once(base: str, adapter: str, out: Path, identity: str, precision: str) -> str:
+    """base + adapter merged into `out`, unless `out` already holds that merge.
 
     Written to a .partial folder and renamed, with the model identity (adapter fingerprint
     included) beside it: a retrained adapter is merged again, a killed merge never counts.
@@ -128,15 +135,14 @@ def merged_checkpoint(run: RunFolder, ref: ModelRef) -> str:
 
     from rmlib.training.sft import merge_adapter
 
-    out = run.path / "models" / f"{ref.name}-merged"
     stamp = "rmlib_identity.txt"
-    if (out / stamp).is_file() and (out / stamp).read_text() == ref.identity:
+    if (out / stamp).is_file() and (out / stamp).read_text() == identity:
         return str(out)
     tmp = out.with_name(out.name + ".partial")
     shutil.rmtree(tmp, ignore_errors=True)
-    dtype = "bf16" if ref.precision == "bf16" else "fp32"
-    merge_adapter(ref.path, str(ref.adapter), tmp, dtype=dtype)
-    (tmp / stamp).write_text(ref.identity)
+    dtype = "bf16" if precision == "bf16" else "fp32"
+    merge_adapter(base, adapter, tmp, dtype=dtype)
+    (tmp / stamp).write_text(identity)
     shutil.rmtree(out, ignore_errors=True)
     tmp.rename(out)
     return str(out)
@@ -320,14 +326,3 @@ def _hf_backend(cfg: RunConfig, ref: ModelRef):
         progress=cfg.generation.progress,
     )
     return hf, tokenizer
-
-
-def prompt_budget(cfg: RunConfig):
-    """The run's prompt budget: Pref. prompts to prompts.max_prompt_tokens, Refl. prompts to
-    prompts.max_reflection_prompt_tokens (rmlib.prompts picks the limit by task)."""
-    from rmlib.prompts import PromptBudget
-
-    return PromptBudget(
-        max_prompt_tokens=cfg.prompts.max_prompt_tokens,
-        max_reflection_prompt_tokens=cfg.prompts.max_reflection_prompt_tokens,
-    )

@@ -10,9 +10,10 @@ exits 130.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 import yaml
@@ -441,12 +442,13 @@ def _adapter_option(text: str) -> tuple[str, str]:
 def _add_serve(sub: argparse._SubParsersAction) -> None:
     serve = sub.add_parser(
         "serve",
-        help="start vLLM's OpenAI-compatible servers for a run's base model and adapters",
+        help="start vLLM's OpenAI-compatible servers for a run's models or any checkpoint",
         description="Start vLLM servers (one per GPU; on CPU --gpus of them) for the run's "
-        "base model and trained adapters, wait until each answers, print the endpoints and the "
-        "params lines that use them, and serve until Ctrl-C or SIGTERM stops them.",
+        "base model and trained adapters (PARAMS.yaml), or for any checkpoint and adapters "
+        "without a run (--checkpoint), wait until each answers, print the endpoints and how to "
+        "use them, and serve until Ctrl-C or SIGTERM stops them.",
     )
-    serve.add_argument("params", metavar="PARAMS.yaml")
+    serve.add_argument("params", metavar="PARAMS.yaml", nargs="?", help="a run's params")
     _add_set(serve)
     serve.add_argument(
         "--model", dest="models", action="append", metavar="NAME",
@@ -455,6 +457,26 @@ def _add_serve(sub: argparse._SubParsersAction) -> None:
     serve.add_argument(
         "--adapter", dest="adapters", type=_adapter_option, action="append", default=[],
         metavar="[NAME=]PATH", help="also serve this adapter folder, under NAME (repeatable)",
+    )  # fmt: skip
+    serve.add_argument(
+        "--checkpoint", metavar="MODEL", help="instead of PARAMS: serve this hub id, local "
+        "checkpoint or embedded:NAME (and --adapter's) on the engine `rmlib judge` starts",
+    )  # fmt: skip
+    serve.add_argument(
+        "--precision", choices=["auto", "bf16", "fp32", "nf4"], default="auto",
+        help="--checkpoint: weights (default auto, as rmlib judge's)",
+    )  # fmt: skip
+    serve.add_argument(
+        "--max-model-len", type=_count, help="--checkpoint: longest prompt + completion "
+        "(default: a default rmlib judge call's, the reflection budget + its completion)",
+    )  # fmt: skip
+    serve.add_argument(
+        "--served-name", help="--checkpoint: the name the model is served under (default MODEL)"
+    )
+    serve.add_argument(
+        "--adapter-mode", choices=["auto", "lora", "merged"], default="auto",
+        help="--checkpoint: adapters by LoRA beside the model, or one merged into it and served "
+        "under its name (default auto: LoRA on CUDA, merged on CPU, as rmlib judge does)",
     )  # fmt: skip
     serve.add_argument("--gpus", type=_count, help="servers, one per GPU (default: run.gpus)")
     serve.add_argument("--port", type=_count, default=8000, help="first server's port")
@@ -467,28 +489,62 @@ def _add_serve(sub: argparse._SubParsersAction) -> None:
 
 
 def _serve(args: argparse.Namespace) -> int:
-    from pathlib import Path
-
     from rmlib import serve
-    from rmlib.config import load_config
-    from rmlib.run_folder import RunFolder
 
-    cfg = load_config(args.params, dict(args.overrides))
-    run = RunFolder(Path(cfg.run.output_root) / cfg.run.name)
-    adapters = dict(args.adapters)
-    models = args.models or (["base"] if adapters else None)
+    if (args.params is None) == (args.checkpoint is None):
+        raise UsageError("give PARAMS.yaml or --checkpoint MODEL (one of them)")
     try:
-        with serve.sigterm_interrupts(), serve.served(
-            cfg, run, count=args.gpus, host=args.host, port=args.port, models=models,
-            adapters=adapters, timeout=args.timeout,
-        ) as servers:  # fmt: skip
-            print(serve.describe(cfg, servers, args.host), flush=True)
+        with serve.sigterm_interrupts(), _servers(args) as (servers, cfg):
+            print(
+                serve.describe(servers, args.host, cfg=cfg, model=args.checkpoint or ""),
+                flush=True,
+            )
             serve.serve_until_stopped(servers)
     except serve.ServeError as err:  # its log's tail is the explanation: keep its lines
         print(f"rmlib: error: {err}", file=sys.stderr)
         return EXIT_ERROR
     print("servers stopped")
     return 0
+
+
+@contextlib.contextmanager
+def _servers(args: argparse.Namespace) -> Iterator[tuple[Any, Any]]:
+    """`rmlib serve`'s servers and the run config they serve (None with --checkpoint)."""
+    from pathlib import Path
+
+    from rmlib import serve
+    from rmlib.config import GenerationSection, load_config
+    from rmlib.run_folder import RunFolder
+
+    adapters = dict(args.adapters)
+    if args.checkpoint is None:
+        given = (args.served_name, args.max_model_len, args.precision != "auto")
+        if any(given) or args.adapter_mode != "auto":
+            raise UsageError(
+                "--served-name, --max-model-len, --precision and --adapter-mode go with "
+                "--checkpoint"
+            )
+        cfg = load_config(args.params, dict(args.overrides))
+        run = RunFolder(Path(cfg.run.output_root) / cfg.run.name)
+        models = args.models or (["base"] if adapters else None)
+        with serve.served(
+            cfg, run, count=args.gpus, host=args.host, port=args.port, models=models,
+            adapters=adapters, timeout=args.timeout,
+        ) as servers:  # fmt: skip
+            yield servers, cfg
+        return
+    if args.models or args.overrides:
+        raise UsageError("--model and --set go with PARAMS.yaml, not --checkpoint")
+    spec = serve.checkpoint_spec(
+        args.checkpoint, served_name=args.served_name, adapters=adapters,
+        precision=args.precision, max_model_len=args.max_model_len,
+        adapter_mode=args.adapter_mode,
+    )  # fmt: skip
+    timeout = GenerationSection().serve_start_timeout if args.timeout is None else args.timeout
+    with serve.start_servers(
+        spec, args.gpus or 1, host=args.host, port=args.port, timeout=timeout
+    ) as servers:
+        yield servers, None
 
 
 # ---------------------------------------------------------------- rmlib fetch
@@ -577,6 +633,11 @@ def _add_judge(sub: argparse._SubParsersAction) -> None:
         "model.backbone's); with --endpoint, the tokenizer's",
     )
     judge.add_argument("--adapter", metavar="DIR", help="a PEFT adapter on the model")
+    judge.add_argument(
+        "--adapter-mode", choices=("auto", "lora", "merged"),
+        help="--adapter on vLLM: by LoRA, or merged once into a cached checkpoint (default "
+        "auto: LoRA on CUDA, merged on CPU, where vLLM's LoRA ops are several times slower)",
+    )  # fmt: skip
     judge.add_argument(
         "--precision",
         choices=("auto", "bf16", "fp32", "nf4"),

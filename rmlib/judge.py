@@ -72,7 +72,7 @@ REFLECTION_COLUMNS: tuple[str, ...] = (
 class ReflectionRequest:
     """One stage-2 call: rollout i's critique against the anchor's, the anchor in `anchor_slot`.
 
-    `critique_i` / `critique_anchor` are the full judgment texts; the prompt builder decides
+    `critique_i` / `critique_anchor` are the full judgment texts; the prompt format decides
     (critique_with_result) whether the <Result> line is shown. `method` tags which procedure
     asked for the call (e.g. 'reflectrm', 'random_anchor').
     """
@@ -119,30 +119,23 @@ def confidence(logprobs: Sequence[float], fraction: float = 0.10) -> float:
 def judge_pairs(
     pairs: Sequence[Pair],
     backend: Backend,
-    tokenizer: Any,
+    fmt: prompts.PromptFormat,
     *,
     n: int,
     params: SamplingParams,
-    budget: Any = None,
     confidence_fraction: float = 0.10,
-    enable_thinking: bool = False,
     verdict_logprobs: bool = False,
 ) -> pd.DataFrame:
     """n judgments of every pair, parsed: the rollout table (one row per pair and sample).
 
-    `budget` is a `rmlib.prompts.PromptBudget` (None = its defaults; its Pref. limit applies).
-    `correct` is False on a parse failure; `confidence` is `confidence` (above) with
-    `confidence_fraction`. `enable_thinking` goes to the chat template (the run's
-    model.enable_thinking). `verdict_logprobs` adds the column `verdict_logprob`: the log-prob of
+    `fmt` renders each Pref. prompt (its budget's Pref. limit applies). `correct` is False on a
+    parse failure; `confidence` is `confidence` (above) with `confidence_fraction`.
+    `verdict_logprobs` adds the column `verdict_logprob`: the log-prob of
     the token that decides the verdict (`rmlib.verdict.verdict_token`; NaN without a verdict or
     token ids), for a soft reward, and `logprobs_kind` (raw / processed / unknown: what the
     backend says its log-probs are, rmlib.generation.http); off by default (a few decodes a row).
     """
-    budget = budget if budget is not None else prompts.PromptBudget()
-    built = [
-        prompts.build_pref_prompt(tokenizer, p, budget, enable_thinking=enable_thinking)
-        for p in pairs
-    ]
+    built = [fmt.pref(p) for p in pairs]
     outputs = _generate(backend, [b.text for b in built], params, n)
     rows: list[dict[str, Any]] = []
     for pair, prompt, gens in zip(pairs, built, outputs, strict=True):
@@ -161,7 +154,7 @@ def judge_pairs(
                 logprobs=list(g.logprobs),
             )
             if verdict_logprobs:
-                row["verdict_logprob"] = _verdict_logprob(g, tokenizer)
+                row["verdict_logprob"] = _verdict_logprob(g, fmt.tokenizer)
                 row["logprobs_kind"] = g.meta.get("logprobs_kind", "unknown")
             rows.append(row)
     extra = ("verdict_logprob", "logprobs_kind") if verdict_logprobs else ()
@@ -176,17 +169,14 @@ def _verdict_logprob(g: Generation, tokenizer: Any) -> float:
 def judge_reflections(
     requests: Sequence[ReflectionRequest],
     backend: Backend,
-    tokenizer: Any,
+    fmt: prompts.PromptFormat,
     *,
     params: SamplingParams,
-    budget: Any = None,
-    critique_with_result: bool = False,
-    enable_thinking: bool = False,
     failure_policy: Literal["anchor_wins", "other_wins"] = "anchor_wins",
 ) -> pd.DataFrame:
     """One reflection per request, parsed (task 'refl'): one row per call.
 
-    Prompts are fitted to `budget`'s reflection limit (max_reflection_prompt_tokens).
+    `fmt` renders each Refl. prompt, fitted to its budget's reflection limit.
 
     `choice` is the critique slot judged better; `other_wins` is True when that slot holds rollout
     i's critique. An unparseable reflection gives `other_wins` per `failure_policy` (method.md:
@@ -194,18 +184,7 @@ def judge_reflections(
     """
     if failure_policy not in ("anchor_wins", "other_wins"):
         raise ValueError(f"unknown failure_policy {failure_policy!r}")
-    budget = budget if budget is not None else prompts.PromptBudget()
-    built = [
-        prompts.build_refl_prompt(
-            tokenizer,
-            r.pair,
-            *r.critiques,
-            budget,
-            critique_with_result=critique_with_result,
-            enable_thinking=enable_thinking,
-        )
-        for r in requests
-    ]
+    built = [fmt.refl(r.pair, *r.critiques) for r in requests]
     outputs = _generate(backend, [b.text for b in built], params, 1)
     rows: list[dict[str, Any]] = []
     for r, prompt, gens in zip(requests, built, outputs, strict=True):

@@ -19,9 +19,10 @@ from typing import Any
 import pandas as pd
 
 from rmlib import data as datasets_
-from rmlib.backends import backend, base_path, model_ref, prompt_budget
+from rmlib.backends import backend, base_path, model_ref
 from rmlib.config import DatasetSpec, RunConfig
 from rmlib.data.pair import LoadResult, Pair, subsample
+from rmlib.prompts import PromptFormat
 from rmlib.run_folder import RunFolder
 from rmlib.run_models import MIX_VARIANT, stage1_model, trained_models
 
@@ -135,6 +136,7 @@ def format_warmup(cfg: RunConfig, run: RunFolder) -> pd.DataFrame:
     import shutil
     from dataclasses import asdict
 
+    from rmlib.models import load_tokenizer
     from rmlib.training.sft import run_warmup, warmup_pairs
 
     summary_file = run.path / "models" / "warmup.json"
@@ -159,17 +161,16 @@ def format_warmup(cfg: RunConfig, run: RunFolder) -> pd.DataFrame:
     pairs = warmup_pairs(cfg.warmup, seed=cfg.run.seed)
     tmp = merged.with_name("base.partial")
     shutil.rmtree(tmp, ignore_errors=True)
+    tokenizer = load_tokenizer(cfg.model.backbone, trust_remote_code=cfg.model.trust_remote_code)
     result = run_warmup(
         pairs,
         cfg.warmup,
         run.adapter_dir("warmup"),
         backbone=cfg.model.backbone,
+        fmt=PromptFormat.of(tokenizer, cfg),
         seed=cfg.run.seed,
-        budget=prompt_budget(cfg),
         merged_dir=tmp,
         trust_remote_code=cfg.model.trust_remote_code,
-        critique_with_result=cfg.prompts.critique_with_result,
-        enable_thinking=cfg.model.enable_thinking,
     )
     shutil.rmtree(merged, ignore_errors=True)
     tmp.rename(merged)
@@ -201,12 +202,10 @@ def training_rollouts(cfg: RunConfig, run: RunFolder) -> pd.DataFrame:
     df = judge_pairs(
         pairs,
         gen,
-        tokenizer,
+        PromptFormat.of(tokenizer, cfg),
         n=cfg.rollouts.n_samples,
         params=params,
-        budget=prompt_budget(cfg),
         confidence_fraction=cfg.inference.confidence_fraction,
-        enable_thinking=cfg.model.enable_thinking,
     )
     run.write_table("rollouts_train", df)
     return df
@@ -250,13 +249,10 @@ def build_mixes(cfg: RunConfig, run: RunFolder) -> pd.DataFrame:
         mix = build_mix(
             rollouts,
             pairs,
-            tokenizer,
+            PromptFormat.of(tokenizer, cfg),
             mix_cfg,
-            budget=prompt_budget(cfg),
             seed=cfg.run.seed,
             backbone=cfg.model.backbone,
-            critique_with_result=cfg.prompts.critique_with_result,
-            enable_thinking=cfg.model.enable_thinking,
         )
         mix.save(mix_dir(run, model))
         table = mix.counts_table()
@@ -370,14 +366,7 @@ def evaluate(cfg: RunConfig, run: RunFolder, model: str) -> dict[str, Any]:
         stage2, _ = backend(cfg, run, ref, with_adapters=True)
         infer = replace(infer, run_greedy=False)  # the greedy baseline is stage 1's model's
     result = run_reflectrm(
-        pairs,
-        gen,
-        tokenizer,
-        infer,
-        prompt_budget(cfg),
-        critique_with_result=cfg.prompts.critique_with_result,
-        enable_thinking=cfg.model.enable_thinking,
-        reflection_backend=stage2,
+        pairs, gen, PromptFormat.of(tokenizer, cfg), infer, reflection_backend=stage2
     )
     for name, table in evaluation_tables(result, own_stage1=stage2 is None).items():
         run.write_table(f"{name}_{model}", table)

@@ -271,6 +271,68 @@ def build_refl_prompt(
     return _build(tokenizer, "refl", parts, budget or PromptBudget(), enable_thinking, pair)
 
 
+@dataclass(frozen=True)
+class PromptFormat:
+    """How the judge is shown its prompts, built once and passed down to everything that renders
+    one (judging, stage 2, training examples, the GRPO reward): the tokenizer that renders and
+    counts them, the budget, Qwen3's thinking switch (`enable_thinking`, a run's
+    model.enable_thinking) and whether a critique shows its <Result> line
+    (`critique_with_result`, prompts.critique_with_result). A judge must be shown its prompts
+    as it was trained: one object keeps the settings together.
+    """
+
+    tokenizer: Any
+    budget: PromptBudget = field(default_factory=PromptBudget)
+    enable_thinking: bool = False
+    critique_with_result: bool = False
+
+    @classmethod
+    def of(cls, tokenizer: Any, cfg: Any) -> PromptFormat:
+        """The format a params file's `prompts` and `model` sections give (a run's RunConfig or
+        `rmlib judge`'s JudgeConfig): one home for reading them."""
+        p = cfg.prompts
+        budget = PromptBudget(
+            max_prompt_tokens=p.max_prompt_tokens,
+            max_reflection_prompt_tokens=p.max_reflection_prompt_tokens,
+        )
+        return cls(tokenizer, budget, cfg.model.enable_thinking, p.critique_with_result)
+
+    def pref(self, pair: Pair) -> Prompt:
+        """The Pref. prompt for `pair`, rendered and fitted to the budget."""
+        return build_pref_prompt(
+            self.tokenizer, pair, self.budget, enable_thinking=self.enable_thinking
+        )
+
+    def refl(self, pair: Pair, critique1: str, critique2: str) -> Prompt:
+        """The Refl. prompt comparing two judgments of `pair`, rendered and fitted."""
+        return build_refl_prompt(
+            self.tokenizer,
+            pair,
+            critique1,
+            critique2,
+            self.budget,
+            self.critique_with_result,
+            enable_thinking=self.enable_thinking,
+        )
+
+    def refl_messages(self, pair: Pair, critique1: str, critique2: str) -> Messages:
+        """The Refl. chat messages, before rendering or fitting (critiques shown as set here)."""
+        return refl_messages(
+            pair, critique1, critique2, critique_with_result=self.critique_with_result
+        )
+
+    def render(self, messages: Messages) -> str:
+        """`messages` through the chat template with this format's thinking switch."""
+        return render(self.tokenizer, messages, enable_thinking=self.enable_thinking)
+
+    def shown(self) -> dict[str, bool]:
+        """The two display settings, as provenance records them."""
+        return {
+            "enable_thinking": self.enable_thinking,
+            "critique_with_result": self.critique_with_result,
+        }
+
+
 # The texts the budget policy may cut, in the order they give way (module docstring).
 _RESPONSES = ("response1", "response2")
 _CRITIQUES = ("critique1", "critique2")

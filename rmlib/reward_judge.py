@@ -56,7 +56,7 @@ from rmlib import judge
 from rmlib.config import PARAMS, Count, doc
 from rmlib.data.pair import Pair
 from rmlib.generation.base import Backend
-from rmlib.prompts import PromptBudget
+from rmlib.prompts import PromptBudget, PromptFormat
 from rmlib.reflect.settings import ReflectConfig
 from rmlib.training.reward import completion_text
 
@@ -146,10 +146,10 @@ class JudgeReward:
     """A TRL reward function (async, batched) scoring completions with the judge.
 
     backend: the judge (a CachedBackend over rmlib's vLLM, transformers or HTTP backend).
-    tokenizer: the judge's tokenizer (`ChatMessagesTokenizer(tok)` with an `api="chat"` HTTP
-    backend). budget: a `rmlib.prompts.PromptBudget` (None: its defaults). enable_thinking,
-    critique_with_result: how prompts are shown, as the judge was trained (its run's
-    model.enable_thinking and prompts.critique_with_result). reflection_backend: stage 2 on
+    fmt: how the judge is shown its prompts, as it was trained (`rmlib.prompts.PromptFormat`:
+    the judge's tokenizer, `ChatMessagesTokenizer(tok)` with an `api="chat"` HTTP backend; the
+    budget; its run's model.enable_thinking and prompts.critique_with_result, as
+    `PromptFormat.of(tokenizer, run_config)` reads them). reflection_backend: stage 2 on
     another model (method 'reflectrm'). After each call, `last` holds the comparison table
     (`COMPARISON_COLUMNS`) and `rewards` the rewards returned.
     """
@@ -157,21 +157,15 @@ class JudgeReward:
     def __init__(
         self,
         backend: Backend,
-        tokenizer: Any,
+        fmt: PromptFormat,
         config: RewardJudgeConfig | None = None,
         *,
-        budget: Any = None,
-        enable_thinking: bool = False,
-        critique_with_result: bool = False,
         reflection_backend: Backend | None = None,
         name: str = "reflectrm_judge",
     ) -> None:
         self.backend = backend
-        self.tokenizer = tokenizer
+        self.fmt = fmt
         self.config = config or RewardJudgeConfig()
-        self.budget = budget
-        self.enable_thinking = enable_thinking
-        self.critique_with_result = critique_with_result
         self.reflection_backend = reflection_backend
         self.__name__ = name  # TRL names the reward's metrics after it
         self.last = pd.DataFrame(columns=list(COMPARISON_COLUMNS))
@@ -216,12 +210,10 @@ class JudgeReward:
             rows = judge.judge_pairs(
                 pairs,
                 self.backend,
-                self.tokenizer,
+                self.fmt,
                 n=1,
                 params=cfg.inference.greedy_params(),
-                budget=self.budget,
                 confidence_fraction=cfg.inference.confidence_fraction,
-                enable_thinking=self.enable_thinking,
                 verdict_logprobs=True,
             )
             p = rows["verdict_logprob"].astype(float).map(math.exp)
@@ -251,11 +243,8 @@ class JudgeReward:
         result = run_reflectrm(
             pairs,
             self.backend,
-            self.tokenizer,
+            self.fmt,
             cfg,
-            self.budget,
-            critique_with_result=self.critique_with_result,
-            enable_thinking=self.enable_thinking,
             reflection_backend=self.reflection_backend,
         )
         preds = result.predictions[result.predictions["method"] == "reflectrm"]
@@ -468,14 +457,13 @@ def http_judge(
         config = _config_from(config)
     if isinstance(budget, Mapping):
         budget = PromptBudget(**budget)
-    return JudgeReward(
-        backend,
+    fmt = PromptFormat(
         ChatMessagesTokenizer(tok) if api == "chat" else tok,
-        config,
-        budget=budget,
-        enable_thinking=enable_thinking,
-        critique_with_result=critique_with_result,
+        budget or PromptBudget(),
+        enable_thinking,
+        critique_with_result,
     )
+    return JudgeReward(backend, fmt, config)
 
 
 def _config_from(fields: Mapping[str, Any]) -> RewardJudgeConfig:

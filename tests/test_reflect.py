@@ -15,6 +15,7 @@ from reflect_fakes import Scripted, ScriptedBackend, make_pair, qwen3_tokenizer
 
 from rmlib.config import config_from_dict
 from rmlib.judge import confidence
+from rmlib.prompts import PromptFormat
 from rmlib.reflect import (
     ReflectConfig,
     draw_random_winners,
@@ -215,7 +216,7 @@ def _cfg(**kw) -> ReflectConfig:
 @pytest.fixture(scope="module")
 def run(tokenizer):
     backend = ScriptedBackend(SCRIPT)
-    return run_reflectrm(_pairs(), backend, tokenizer, _cfg()), backend
+    return run_reflectrm(_pairs(), backend, PromptFormat(tokenizer), _cfg()), backend
 
 
 def test_random_anchor_runs_on_its_benchmarks_only(tokenizer):
@@ -227,7 +228,7 @@ def test_random_anchor_runs_on_its_benchmarks_only(tokenizer):
         n_samples=4, confidence_fraction=0.25, max_new_tokens=64, reflection_max_new_tokens=32
     )
     assert cfg.random_anchor_sources == ["rewardbench", "rmb"]
-    result = run_reflectrm(pairs, ScriptedBackend(SCRIPT), tokenizer, cfg)
+    result = run_reflectrm(pairs, ScriptedBackend(SCRIPT), PromptFormat(tokenizer), cfg)
     preds = result.predictions
     # C (rmb) parses nothing: its random-anchor row is a parse failure, as every method's
     assert sorted(preds.loc[preds["method"] == "random_anchor", "source"]) == ["rewardbench", "rmb"]
@@ -399,7 +400,9 @@ def test_rollout_table(run):
 
 def test_results_do_not_depend_on_pair_order(tokenizer, run):
     result, _ = run
-    again = run_reflectrm(list(reversed(_pairs())), ScriptedBackend(SCRIPT), tokenizer, _cfg())
+    again = run_reflectrm(
+        list(reversed(_pairs())), ScriptedBackend(SCRIPT), PromptFormat(tokenizer), _cfg()
+    )
     cols = ["key", "method", "verdict", "anchor", "n_winners"]
     a = result.predictions[cols].sort_values(["key", "method"]).reset_index(drop=True)
     b = again.predictions[cols].sort_values(["key", "method"]).reset_index(drop=True)
@@ -413,7 +416,7 @@ def test_results_do_not_depend_on_pair_order(tokenizer, run):
 def test_skipping_optional_baselines(tokenizer):
     backend = ScriptedBackend(SCRIPT)
     res = run_reflectrm(
-        _pairs(), backend, tokenizer, _cfg(run_greedy=False, run_random_anchor=False)
+        _pairs(), backend, PromptFormat(tokenizer), _cfg(run_greedy=False, run_random_anchor=False)
     )
     assert set(res.predictions["method"]) == {"majority", "anchor", "random_winners", "reflectrm"}
     assert res.counts["reflection_calls"] == {"reflectrm": 5}
@@ -424,7 +427,7 @@ def test_reflection_failure_policy_other_wins(tokenizer):
     res = run_reflectrm(
         _pairs()[:2],
         ScriptedBackend(SCRIPT),
-        tokenizer,
+        PromptFormat(tokenizer),
         _cfg(reflection_failure="other_wins", run_random_anchor=False),
     )
     p = res.predictions.set_index(["key", "method"])
@@ -444,7 +447,9 @@ def test_both_orders_run_each_order_through_the_method(tokenizer):
         ),
     }
     backend = ScriptedBackend({**SCRIPT, **mirrored})
-    res = run_reflectrm([make_pair("A", 1)], backend, tokenizer, _cfg(both_orders=True))
+    res = run_reflectrm(
+        [make_pair("A", 1)], backend, PromptFormat(tokenizer), _cfg(both_orders=True)
+    )
     assert set(res.predictions["key"]) == {"t:A:given", "t:A:swapped"}
     assert set(res.predictions["order"]) == {"given", "swapped"}
     p = res.predictions.set_index(["key", "method"])
@@ -462,7 +467,7 @@ def test_truncated_prompts_are_counted(tokenizer):
     longest_short = max(build_pref_prompt(tokenizer, p).n_tokens for p in short)
     budget = PromptBudget(max_prompt_tokens=longest_short + 400)
     res = run_reflectrm(
-        [*short, long_pair], ScriptedBackend(SCRIPT), tokenizer, _cfg(), budget=budget
+        [*short, long_pair], ScriptedBackend(SCRIPT), PromptFormat(tokenizer, budget), _cfg()
     )
     assert res.counts["truncated_prompts"] == {"judgment_pairs": 1, "reflection_calls": 0}
     trunc = res.predictions.groupby("key")["truncated_prompt"].all().to_dict()
@@ -490,10 +495,13 @@ def test_the_runs_prompt_switches_reach_every_stage(tokenizer):
     not from ReflectConfig: stage 1, the greedy baseline and stage 2 all render with them."""
     assert "critique_with_result" not in {f.name for f in dataclasses.fields(ReflectConfig)}
     default = RecordingBackend(SCRIPT)
-    run_reflectrm(_pairs(), default, tokenizer, _cfg())
+    run_reflectrm(_pairs(), default, PromptFormat(tokenizer), _cfg())
     on = RecordingBackend(SCRIPT)
     res = run_reflectrm(
-        _pairs(), on, tokenizer, _cfg(), critique_with_result=True, enable_thinking=True
+        _pairs(),
+        on,
+        PromptFormat(tokenizer, critique_with_result=True, enable_thinking=True),
+        _cfg(),
     )
     assert len(res.reflections) and len(on.prompts) == len(default.prompts)
     for prompt in default.prompts:
@@ -518,14 +526,14 @@ def test_stage2_prompts_have_their_own_budget(tokenizer):
     pref_budget = short + 400
     roomy = PromptBudget(max_prompt_tokens=pref_budget, max_reflection_prompt_tokens=100_000)
     backend = RecordingBackend(SCRIPT)
-    res = run_reflectrm(pairs, backend, tokenizer, _cfg(), budget=roomy)
+    res = run_reflectrm(pairs, backend, PromptFormat(tokenizer, roomy), _cfg())
     assert res.counts["truncated_prompts"] == {"judgment_pairs": 1, "reflection_calls": 0}
     refl_a = [p for p in backend.prompts if "## Critiques" in p and "case A?" in p]
     assert refl_a and all("filler filler" in p and "[… truncated …]" not in p for p in refl_a)
     assert all(len(tokenizer(p)["input_ids"]) > pref_budget for p in refl_a)
 
     tight = PromptBudget(max_prompt_tokens=pref_budget, max_reflection_prompt_tokens=pref_budget)
-    again = run_reflectrm(pairs, RecordingBackend(SCRIPT), tokenizer, _cfg(), budget=tight)
+    again = run_reflectrm(pairs, RecordingBackend(SCRIPT), PromptFormat(tokenizer, tight), _cfg())
     a_calls = int((again.reflections["key"] == "t:A:given").sum())
     assert a_calls and again.counts["truncated_prompts"]["reflection_calls"] == a_calls
     # the same verdicts: the critiques (short here) were never what got cut
@@ -602,7 +610,7 @@ def test_real_model_through_the_store_resumes(tmp_path):
     cfg = ReflectConfig(n_samples=3, max_new_tokens=6, reflection_max_new_tokens=6)
     pairs = [make_pair("A", 1), make_pair("B", 2)]
     first_backend = CachedBackend(hf, GenerationStore(tmp_path / "g.sqlite"), progress=False)
-    first = run_reflectrm(pairs, first_backend, tok, cfg)
+    first = run_reflectrm(pairs, first_backend, PromptFormat(tok), cfg)
     r = first.rollouts
     assert len(r) == 6 and (r["n_tokens"] == r["logprobs"].map(len)).all()
     assert r["confidence"].map(math.isfinite).all() and (r["confidence"] <= 0).all()
@@ -610,7 +618,7 @@ def test_real_model_through_the_store_resumes(tmp_path):
     assert first.predictions["parse_failure"].all()
     assert first.counts["reflection_calls"] == {}
     again_backend = CachedBackend(hf, GenerationStore(tmp_path / "g.sqlite"), progress=False)
-    again = run_reflectrm(pairs, again_backend, tok, cfg)
+    again = run_reflectrm(pairs, again_backend, PromptFormat(tok), cfg)
     assert again_backend.stats.misses == 0 and again_backend.stats.hits == 6 + 2
     pd.testing.assert_frame_equal(first.rollouts, again.rollouts)
 
@@ -659,7 +667,7 @@ def test_swapped_pairs_reuse_the_given_order(tokenizer, tmp_path):
     scripted = ScriptedBackend(script)
     with GenerationStore(tmp_path / "g.sqlite") as store:
         cached = CachedBackend(scripted, store, progress=False)
-        given = run_reflectrm(_pairs(), cached, tokenizer, _cfg())
+        given = run_reflectrm(_pairs(), cached, PromptFormat(tokenizer), _cfg())
         asked: list[str] = []
         generate = scripted.generate
 
@@ -668,7 +676,9 @@ def test_swapped_pairs_reuse_the_given_order(tokenizer, tmp_path):
             return generate(prompts, *args, **kw)
 
         scripted.generate = recording
-        both = run_reflectrm(_pairs(), cached, tokenizer, _cfg(both_orders=True, swapped_pairs=2))
+        both = run_reflectrm(
+            _pairs(), cached, PromptFormat(tokenizer), _cfg(both_orders=True, swapped_pairs=2)
+        )
     keys = set(both.predictions["key"])
     swapped = {k for k in keys if k.endswith(":swapped")}
     assert len(swapped) == 2 and len(keys) == len(LABELS) + 2
@@ -705,7 +715,7 @@ def test_a_new_vote_is_a_rule_and_a_registry_entry(tokenizer, monkeypatch):
 
     extra = registry.Method("unanimous", 1, unanimous, "unanimous", "yellow")
     monkeypatch.setattr(registry, "REGISTRY", (*registry.REGISTRY, extra))
-    result = run_reflectrm(_pairs(), ScriptedBackend(SCRIPT), tokenizer, _cfg())
+    result = run_reflectrm(_pairs(), ScriptedBackend(SCRIPT), PromptFormat(tokenizer), _cfg())
     got = _verdicts(result)
     # A and B have samples of both verdicts, C none parsed, D one parsed sample (2)
     assert {pid: got[(pid, "unanimous")] for pid in LABELS} == {

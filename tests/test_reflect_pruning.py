@@ -11,6 +11,7 @@ import pytest
 from reflect_fakes import Scripted, ScriptedBackend, make_pair, qwen3_tokenizer
 
 from rmlib.generation.store import CachedBackend, GenerationStore
+from rmlib.prompts import PromptFormat
 from rmlib.reflect import (
     ReflectConfig,
     final_vote,
@@ -107,11 +108,13 @@ def _verdicts(result, method: str) -> dict[str, object]:
 def test_pruned_method_gives_the_full_verdict_on_every_pair(tokenizer, failure):
     pairs, script = _random_script(60, 6, seed=7)
     full_backend, pruned_backend = ScriptedBackend(script), ScriptedBackend(script)
-    full = run_reflectrm(pairs, full_backend, tokenizer, _cfg(reflection_failure=failure))
+    full = run_reflectrm(
+        pairs, full_backend, PromptFormat(tokenizer), _cfg(reflection_failure=failure)
+    )
     pruned = run_reflectrm(
         pairs,
         pruned_backend,
-        tokenizer,
+        PromptFormat(tokenizer),
         _cfg(reflection_failure=failure, prune_reflections=True),
     )
     for method in ("reflectrm", "random_anchor", "anchor", "majority", "greedy"):
@@ -143,7 +146,10 @@ def test_pruned_method_gives_the_full_verdict_on_every_pair(tokenizer, failure):
 def test_unanimous_pairs_make_no_reflection_call(tokenizer):
     pairs, script = _random_script(30, 4, seed=3)
     pruned = run_reflectrm(
-        pairs, ScriptedBackend(script), tokenizer, _cfg(n_samples=4, prune_reflections=True)
+        pairs,
+        ScriptedBackend(script),
+        PromptFormat(tokenizer),
+        _cfg(n_samples=4, prune_reflections=True),
     )
     unanimous = {
         p.key for p in pairs if len({c for c, _ in script[p.key].samples if c in (1, 2)}) == 1
@@ -159,10 +165,12 @@ def test_pruned_run_reads_everything_from_the_full_runs_store(tokenizer, tmp_pat
     full = run_reflectrm(
         pairs,
         CachedBackend(ScriptedBackend(script), store, progress=False),
-        tokenizer,
+        PromptFormat(tokenizer),
         _cfg(n_samples=4),
     )
     cached = CachedBackend(ScriptedBackend(script), store, progress=False)
-    pruned = run_reflectrm(pairs, cached, tokenizer, _cfg(n_samples=4, prune_reflections=True))
+    pruned = run_reflectrm(
+        pairs, cached, PromptFormat(tokenizer), _cfg(n_samples=4, prune_reflections=True)
+    )
     assert cached.stats.misses == 0 and cached.stats.hits > 0
     assert _verdicts(pruned, "reflectrm") == _verdicts(full, "reflectrm")

@@ -19,7 +19,7 @@ from rmlib.generation.http import (
 )
 from rmlib.generation.store import CachedBackend, GenerationStore
 from rmlib.models import TINY_QWEN3, load_tokenizer
-from rmlib.prompts import build_pref_prompt, count_tokens, render
+from rmlib.prompts import PromptFormat, build_pref_prompt, count_tokens, render
 from rmlib.reflect.settings import ReflectConfig
 from rmlib.reward_judge import JudgeReward, RewardJudgeConfig, compute_score
 from rmlib.verdict import parse_verdict, result_sentence, verdict_token
@@ -61,7 +61,7 @@ def tok():
 
 def _reward(tok, **cfg) -> tuple[JudgeReward, ScriptedJudge]:
     judge = ScriptedJudge(tok)
-    return JudgeReward(judge, tok, RewardJudgeConfig(**cfg)), judge
+    return JudgeReward(judge, PromptFormat(tok), RewardJudgeConfig(**cfg)), judge
 
 
 def test_against_a_reference_both_orders_cancel_the_position_bias(tok):
@@ -164,7 +164,8 @@ def test_verl_compute_score_reads_its_judge_from_the_store(tok, tmp_path):
     scripted = ScriptedJudge(tok)
     scripted.identity = "http:judge"
     with GenerationStore(store) as s:
-        JudgeReward(CachedBackend(scripted, s, progress=False), tok).score(["q"], ["GOOD"], ["ref"])
+        reward = JudgeReward(CachedBackend(scripted, s, progress=False), PromptFormat(tok))
+        reward.score(["q"], ["GOOD"], ["ref"])
     kwargs = dict(endpoint="http://127.0.0.1:9", model="judge", tokenizer=TINY_QWEN3, store=store)
     assert compute_score("src", "GOOD", "ref", {"prompt": "q"}, **kwargs) == 1.0
     with pytest.raises(KeyError, match="extra_info under 'prompt'"):
@@ -265,6 +266,10 @@ def test_the_model_card_shows_the_adapter_judging_served_and_as_a_reward(tmp_pat
     for command in judged:
         args = build_parser().parse_args(shlex.split(command)[1:])
         assert args.pairs == "pairs.jsonl" and args.output == "predictions.jsonl"
+    (served,) = [line[2:] for b in blocks for line in b.splitlines() if "rmlib serve" in line]
+    args = build_parser().parse_args(shlex.split(served)[1:])
+    assert (args.checkpoint, args.adapters) == ("Qwen/Qwen3-4B", [("unified", str(out))])
+    assert args.max_model_len == 5120
 
 
 def test_a_run_selects_the_chat_api_and_declares_its_log_probs(tmp_path):

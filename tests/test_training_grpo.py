@@ -19,6 +19,7 @@ from safetensors.torch import load_file
 from rmlib.config import config_from_dict
 from rmlib.data.demo import load_demo
 from rmlib.models import TINY_QWEN3, load_tokenizer
+from rmlib.prompts import PromptFormat
 from rmlib.training.grpo import last_checkpoint, train_grpo
 from rmlib.training.grpo_config import GRPOSettings, batch_plan
 from rmlib.training.grpo_trainer import build_trainer
@@ -84,10 +85,9 @@ def tiny_mix(root: Path, enable_thinking: bool = False):
     m = build_mix(
         rollouts,
         pairs,
-        load_tokenizer(TINY_QWEN3),
+        PromptFormat(load_tokenizer(TINY_QWEN3), enable_thinking=enable_thinking),
         TrainMixConfig(ratio="1:2"),
         backbone=TINY_QWEN3,
-        enable_thinking=enable_thinking,
     )
     assert sorted(m.dataset["task"]) == ["pref", "refl", "refl"]
     path = m.save(root / "mix")

@@ -13,7 +13,7 @@ from rmlib.config import config_from_dict
 from rmlib.data.demo import load_demo
 from rmlib.data.pair import DataError, Pair
 from rmlib.models import load_tokenizer, qwen3_tokenizer_dir
-from rmlib.prompts import PromptBudget, render
+from rmlib.prompts import PromptBudget, PromptFormat, render
 from rmlib.training.mix import (
     TrainMixConfig,
     build_mix,
@@ -122,7 +122,7 @@ def test_pair_class_rule():
 def test_exact_counts(hand_case, tokenizer, ratio, variant, max_refl, pref, refl):
     pairs, rollouts = hand_case
     cfg = TrainMixConfig(ratio=ratio, variant=variant, max_refl=max_refl)
-    mix = build_mix(rollouts, pairs, tokenizer, cfg, seed=3, backbone="tiny")
+    mix = build_mix(rollouts, pairs, PromptFormat(tokenizer), cfg, seed=3, backbone="tiny")
     tasks = mix.dataset["task"]
     assert (tasks.count("pref"), tasks.count("refl")) == (pref, refl)
     got = (mix.counts["pref"], mix.counts["refl"], mix.counts["total"])
@@ -137,7 +137,9 @@ def test_exact_counts(hand_case, tokenizer, ratio, variant, max_refl, pref, refl
 
 def test_counts_table_layout(hand_case, tokenizer):
     pairs, rollouts = hand_case
-    mix = build_mix(rollouts, pairs, tokenizer, TrainMixConfig(ratio="1:1"), backbone="tiny")
+    mix = build_mix(
+        rollouts, pairs, PromptFormat(tokenizer), TrainMixConfig(ratio="1:1"), backbone="tiny"
+    )
     table = mix.counts_table()
     assert table.columns.tolist() == [
         "backbone",
@@ -230,18 +232,18 @@ def test_ratio_is_exact_when_refl_is_short(tokenizer):
     outcomes = ["cw"] * 10 + ["ww"] * 45 + ["cc"] * 5  # 10 mixed, pool of 55
     rollouts = rollouts_for(pairs, outcomes)
     for ratio, want in [("4:1", 40), ("5:1", 50), ("2:1", 20)]:
-        mix = build_mix(rollouts, pairs, tokenizer, TrainMixConfig(ratio=ratio))
+        mix = build_mix(rollouts, pairs, PromptFormat(tokenizer), TrainMixConfig(ratio=ratio))
         assert (mix.counts["pref"], mix.counts["refl"]) == (want, 10)
         assert mix.dataset["task"].count("pref") == want and mix.counts["note"] == ""
     # 6:1 would need 60 Pref. for the 10 Refl.: the pool of 55 holds 54 Pref. for 9 Refl.
-    mix = build_mix(rollouts, pairs, tokenizer, TrainMixConfig(ratio="6:1"))
+    mix = build_mix(rollouts, pairs, PromptFormat(tokenizer), TrainMixConfig(ratio="6:1"))
     assert (mix.counts["pref"], mix.counts["refl"], mix.counts["ratio_obtained"]) == (54, 9, "6:1")
 
 
 def test_refl_is_subsampled_when_pref_is_short(tokenizer):
     pairs = load_demo(split="train", n=16, seed=1).pairs
     rollouts = rollouts_for(pairs, ["cw"] * 10 + ["ww"] * 2 + ["cc"] * 4)  # pool 12, 10 mixed
-    mix = build_mix(rollouts, pairs, tokenizer, TrainMixConfig(ratio="4:1"), seed=2)
+    mix = build_mix(rollouts, pairs, PromptFormat(tokenizer), TrainMixConfig(ratio="4:1"), seed=2)
     tasks, keys = mix.dataset["task"], mix.dataset["pair_key"]
     assert (tasks.count("pref"), tasks.count("refl")) == (12, 3)
     mixed = {p.key for p in pairs[:10]}
@@ -385,7 +387,7 @@ def test_seeded_draws(tokenizer):
     cfg = TrainMixConfig(ratio="2:1")
 
     def draw(seed, rows=rollouts, ps=pairs):
-        d = build_mix(rows, ps, tokenizer, cfg, seed=seed).dataset
+        d = build_mix(rows, ps, PromptFormat(tokenizer), cfg, seed=seed).dataset
         return list(
             zip(
                 d["pair_key"],
@@ -403,7 +405,9 @@ def test_seeded_draws(tokenizer):
     shuffled = rollouts.sample(frac=1.0, random_state=0).reset_index(drop=True)
     assert draw(0, shuffled, list(reversed(pairs))) == draw(0)
     # the per-pair seed is in the config too, and overrides the run seed
-    seeded = build_mix(rollouts, pairs, tokenizer, TrainMixConfig(ratio="2:1", seed=1), seed=0)
+    seeded = build_mix(
+        rollouts, pairs, PromptFormat(tokenizer), TrainMixConfig(ratio="2:1", seed=1), seed=0
+    )
     assert list(seeded.dataset["pair_key"]) == [k for k, *_ in draw(1)]
 
 
@@ -412,7 +416,9 @@ def test_pref_sets_of_the_variants_nest(tokenizer):
     rollouts = rollouts_for(pairs, ["cw"] * 8 + ["ww"] * 32)
 
     def pref_keys(variant):
-        d = build_mix(rollouts, pairs, tokenizer, TrainMixConfig(ratio="2:1", variant=variant))
+        d = build_mix(
+            rollouts, pairs, PromptFormat(tokenizer), TrainMixConfig(ratio="2:1", variant=variant)
+        )
         return {
             k for k, t in zip(d.dataset["pair_key"], d.dataset["task"], strict=True) if t == "pref"
         }
@@ -424,7 +430,7 @@ def test_pref_sets_of_the_variants_nest(tokenizer):
 def test_items_hold_the_right_prompts_and_labels(hand_case, tokenizer):
     pairs, rollouts = hand_case
     by_key = {p.key: p for p in pairs}
-    mix = build_mix(rollouts, pairs, tokenizer, TrainMixConfig(ratio="1:1"), seed=5)
+    mix = build_mix(rollouts, pairs, PromptFormat(tokenizer), TrainMixConfig(ratio="1:1"), seed=5)
     for row in mix.dataset:
         pair = by_key[row["pair_key"]]
         content = row["prompt"][0]["content"]
@@ -462,7 +468,7 @@ def test_truncated_prompts_follow_our_budget(tokenizer):
     rollouts = rollouts_for([long], ["cw"])
     # each task its own limit: Pref. items 400 tokens, Refl. items 500
     budget = PromptBudget(max_prompt_tokens=400, max_reflection_prompt_tokens=500)
-    mix = build_mix(rollouts, [long], tokenizer, TrainMixConfig(ratio="1:1"), budget=budget)
+    mix = build_mix(rollouts, [long], PromptFormat(tokenizer, budget), TrainMixConfig(ratio="1:1"))
     assert sorted(mix.dataset["task"]) == ["pref", "refl"]
     for row in mix.dataset:
         limit = budget.limit(row["task"])
@@ -482,16 +488,18 @@ def test_the_runs_prompt_switches_reach_every_item(tokenizer):
     budget = PromptBudget(max_prompt_tokens=400, max_reflection_prompt_tokens=500)
     cfg = TrainMixConfig(ratio="1:1")
     shown = build_mix(
-        rollouts, [long], tokenizer, cfg, budget=budget, critique_with_result=True
+        rollouts, [long], PromptFormat(tokenizer, budget, critique_with_result=True), cfg
     ).dataset
     refl = next(r for r in shown if r["task"] == "refl")["prompt"][0]["content"]
     critiques = refl.split("## Critiques for Judgment")[1].split("## Output format")[0]
     assert critiques.count("<Result>") == 2
-    hidden = build_mix(rollouts, [long], tokenizer, cfg, budget=budget).dataset
+    hidden = build_mix(rollouts, [long], PromptFormat(tokenizer, budget), cfg).dataset
     refl = next(r for r in hidden if r["task"] == "refl")["prompt"][0]["content"]
     assert "<Result>" not in refl.split("## Critiques for Judgment")[1].split("## Output format")[0]
 
-    thinking = build_mix(rollouts, [long], tokenizer, cfg, budget=budget, enable_thinking=True)
+    thinking = build_mix(
+        rollouts, [long], PromptFormat(tokenizer, budget, enable_thinking=True), cfg
+    )
     assert thinking.provenance["enable_thinking"] is True
     assert thinking.provenance["critique_with_result"] is False
     for row in thinking.dataset:
@@ -527,7 +535,7 @@ def test_save_and_load(hand_case, tokenizer, tmp_path):
     mix = build_mix(
         rollouts,
         pairs,
-        tokenizer,
+        PromptFormat(tokenizer),
         TrainMixConfig(ratio="1:1"),
         seed=7,
         backbone="embedded:tiny-qwen3",

@@ -8,11 +8,10 @@ from pathlib import Path
 import pytest
 import torch
 
-from rmlib.backends import prompt_budget
 from rmlib.config import load_config
 from rmlib.data.demo import load_demo
 from rmlib.models import SMOLLM2, TINY_QWEN3, load_backbone, load_tokenizer, resolve_model
-from rmlib.prompts import PromptBudget, build_pref_prompt
+from rmlib.prompts import PromptBudget, PromptFormat, build_pref_prompt
 from rmlib.training.sft import (
     WarmupConfig,
     build_sft_trainer,
@@ -35,7 +34,7 @@ def test_examples_are_correct_judgments_of_both_tasks(tokenizer):
     cfg = WarmupConfig(n_examples=12, refl_share=0.25)
     pairs = warmup_pairs(cfg, seed=0)
     assert len(pairs) == 12 and pairs[0].id != load_demo(split="train", n=1, seed=0).pairs[0].id
-    ds = warmup_dataset(tokenizer, pairs, cfg, seed=0)
+    ds = warmup_dataset(PromptFormat(tokenizer), pairs, cfg, seed=0)
     assert ds["task"].count("refl") == 3 and ds["task"].count("pref") == 9
     for pair, row in zip(pairs, ds, strict=True):
         verdict = parse_verdict(row["completion"], task=row["task"])
@@ -49,12 +48,14 @@ def test_examples_are_correct_judgments_of_both_tasks(tokenizer):
         assert f"Therefore Response {pair.label} is better." in good
         assert f"Therefore Response {3 - pair.label} is better." in bad
         assert "<Result>" not in good  # critiques shown as analysis only (the default)
-    assert ds.to_list() == warmup_dataset(tokenizer, pairs, cfg, seed=0).to_list()  # seeded
+    assert (
+        ds.to_list() == warmup_dataset(PromptFormat(tokenizer), pairs, cfg, seed=0).to_list()
+    )  # seeded
 
 
 def test_examples_cut_counts_those_over_max_length(tokenizer):
     cfg = WarmupConfig(n_examples=8, refl_share=0.5)
-    ds = warmup_dataset(tokenizer, warmup_pairs(cfg, seed=0), cfg, seed=0)
+    ds = warmup_dataset(PromptFormat(tokenizer), warmup_pairs(cfg, seed=0), cfg, seed=0)
     lengths = sorted(len(tokenizer(r["prompt"] + r["completion"])["input_ids"]) for r in ds)
     assert examples_cut(tokenizer, ds, lengths[-1] + 1) == 0
     assert examples_cut(tokenizer, ds, lengths[0]) == 8
@@ -67,7 +68,7 @@ def test_the_demo_warmup_cuts_no_example():
     cfg = load_config(ROOT / "params" / "demo.yaml")
     tok = load_tokenizer(resolve_model(SMOLLM2))
     pairs = warmup_pairs(cfg.warmup, seed=cfg.run.seed)
-    ds = warmup_dataset(tok, pairs, cfg.warmup, seed=cfg.run.seed, budget=prompt_budget(cfg))
+    ds = warmup_dataset(PromptFormat.of(tok, cfg), pairs, cfg.warmup, seed=cfg.run.seed)
     assert ds["task"].count("refl") == 16
     assert examples_cut(tok, ds, cfg.warmup.max_length) == 0
     assert examples_cut(tok, ds, 448) == 15  # the old limit (the test can fail)
@@ -82,9 +83,8 @@ def test_examples_follow_the_runs_prompt_settings(tokenizer):
     cfg = WarmupConfig(n_examples=8, refl_share=0.5)
     pairs = warmup_pairs(cfg, seed=0)
     budget = PromptBudget(max_prompt_tokens=2048, max_reflection_prompt_tokens=4096)
-    ds = warmup_dataset(
-        tokenizer, pairs, cfg, budget=budget, critique_with_result=True, enable_thinking=True
-    )
+    shown = PromptFormat(tokenizer, budget, enable_thinking=True, critique_with_result=True)
+    ds = warmup_dataset(shown, pairs, cfg)
     assert ds["task"].count("refl") == 4
     for pair, row in zip(pairs, ds, strict=True):
         assert row["prompt"].endswith("<|im_start|>assistant\n") and "<think>" not in row["prompt"]
@@ -99,10 +99,10 @@ def test_examples_follow_the_runs_prompt_settings(tokenizer):
     def tokens(text: str) -> int:
         return len(tokenizer(text, add_special_tokens=False)["input_ids"])
 
-    plain = warmup_dataset(tokenizer, pairs, cfg, budget=budget)
+    plain = warmup_dataset(PromptFormat(tokenizer, budget), pairs, cfg)
     longest = max(tokens(r["prompt"]) for r in plain if r["task"] == "refl")
     tight = PromptBudget(max_prompt_tokens=2048, max_reflection_prompt_tokens=longest - 30)
-    cut = warmup_dataset(tokenizer, pairs, cfg, budget=tight)
+    cut = warmup_dataset(PromptFormat(tokenizer, tight), pairs, cfg)
     assert any("[… truncated …]" in r["prompt"] for r in cut if r["task"] == "refl")
     for before, after in zip(plain, cut, strict=True):
         assert tokens(after["prompt"]) <= tight.limit(after["task"])
@@ -123,7 +123,7 @@ def test_sft_step_trains_completion_only_and_merges(tokenizer, tmp_path):
         learning_rate=1e-2,
         torch_threads=2,
     )
-    ds = warmup_dataset(tokenizer, warmup_pairs(cfg), cfg)
+    ds = warmup_dataset(PromptFormat(tokenizer), warmup_pairs(cfg), cfg)
     trainer = build_sft_trainer(ds, cfg, tmp_path / "adapter", backbone=TINY_QWEN3)
     for example, row in zip(ds, trainer.train_dataset, strict=True):
         ids = [i for i, lab in zip(row["input_ids"], row["labels"], strict=True) if lab != -100]

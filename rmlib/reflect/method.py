@@ -14,6 +14,7 @@ import pandas as pd
 from rmlib import judge
 from rmlib.data.pair import Pair, both_orders
 from rmlib.generation.base import Backend
+from rmlib.prompts import PromptFormat
 from rmlib.reflect.registry import PairVotes, pair_outcomes
 from rmlib.reflect.rules import (
     pair_rng,
@@ -69,12 +70,9 @@ class _PairPlan:
 def run_reflectrm(
     pairs: Sequence[Pair],
     backend: Backend,
-    tokenizer: Any,
+    fmt: PromptFormat,
     cfg: ReflectConfig | None = None,
-    budget: Any = None,
     *,
-    critique_with_result: bool = False,
-    enable_thinking: bool = False,
     reflection_backend: Backend | None = None,
 ) -> ReflectResult:
     """The whole method and its baselines on `pairs` (and their swaps when cfg.both_orders).
@@ -83,9 +81,9 @@ def run_reflectrm(
     call for all stage-1 samples, one for the greedy baseline, one for all reflections.
     `reflection_backend` (None = `backend`) runs stage 2 instead: another model reflecting on
     `backend`'s judgments (the reflection-only judge of the paper's Figure 4).
-    `budget` is a `rmlib.prompts.PromptBudget` (None = its defaults; its reflection limit
-    applies to stage 2). How prompts are shown is the run's, not inference's: the pipeline passes
-    `prompts.critique_with_result` and `model.enable_thinking`.
+    `fmt` renders every prompt (its budget's reflection limit applies to stage 2). How prompts
+    are shown is the run's, not inference's: the pipeline builds `fmt` from the run's `prompts`
+    and `model` sections (`PromptFormat.of`).
     """
     cfg = cfg or ReflectConfig()
     pairs = judged_orders(pairs, cfg)
@@ -93,23 +91,19 @@ def run_reflectrm(
     rollouts = judge.judge_pairs(
         pairs,
         backend,
-        tokenizer,
+        fmt,
         n=cfg.n_samples,
         params=cfg.sampling_params(),
-        budget=budget,
         confidence_fraction=cfg.confidence_fraction,
-        enable_thinking=enable_thinking,
     )
     greedy = (
         judge.judge_pairs(
             pairs,
             backend,
-            tokenizer,
+            fmt,
             n=1,
             params=cfg.greedy_params(),
-            budget=budget,
             confidence_fraction=cfg.confidence_fraction,
-            enable_thinking=enable_thinking,
         )
         if cfg.run_greedy
         else rollouts.iloc[0:0].copy()
@@ -117,9 +111,8 @@ def run_reflectrm(
     plans = [
         _plan_pair(p, rollouts_by_key, cfg) for p, rollouts_by_key in _with_groups(pairs, rollouts)
     ]
-    shown = {"critique_with_result": critique_with_result, "enable_thinking": enable_thinking}
     stage2 = reflection_backend if reflection_backend is not None else backend
-    reflections = _run_reflections(plans, stage2, tokenizer, cfg, budget, **shown)
+    reflections = _run_reflections(plans, stage2, fmt, cfg)
     reflections = _annotate_reflections(reflections, plans)
     predictions = _predictions(plans, reflections, greedy, rollouts, cfg)
     counts = _counts(rollouts, greedy, reflections, plans)
@@ -136,12 +129,8 @@ def judged_orders(pairs: Sequence[Pair], cfg: ReflectConfig) -> list[Pair]:
 def _run_reflections(
     plans: list[_PairPlan],
     backend: Backend,
-    tokenizer: Any,
+    fmt: PromptFormat,
     cfg: ReflectConfig,
-    budget: Any,
-    *,
-    critique_with_result: bool,
-    enable_thinking: bool,
 ) -> pd.DataFrame:
     """Stage 2 for every pair and anchor: one backend call per round.
 
@@ -189,11 +178,8 @@ def _run_reflections(
         df = judge.judge_reflections(
             requests,
             backend,
-            tokenizer,
+            fmt,
             params=cfg.reflection_params(),
-            budget=budget,
-            critique_with_result=critique_with_result,
-            enable_thinking=enable_thinking,
             failure_policy=cfg.reflection_failure,
         )
         won = df[df["other_wins"].astype(bool)]
@@ -201,7 +187,7 @@ def _run_reflections(
             wins.setdefault((method, key), []).append(int(i))
         frames.append(df)
     if not frames:
-        return judge.judge_reflections([], backend, tokenizer, params=cfg.reflection_params())
+        return judge.judge_reflections([], backend, fmt, params=cfg.reflection_params())
     return _in_plan_order(pd.concat(frames, ignore_index=True), plans)
 
 

@@ -404,27 +404,21 @@ def pick_critiques(rollouts: pd.DataFrame, pair: Pair, seed: int) -> tuple[int, 
 
 
 def fitted_messages(
-    tokenizer: Any,
-    messages: list[dict[str, str]],
-    fitted: Any,
-    *,
-    enable_thinking: bool = False,
+    fmt: prompts.PromptFormat, messages: list[dict[str, str]], fitted: Any
 ) -> list[dict]:
     """The messages whose rendering is `fitted.text` (a `prompts.Prompt` after the budget policy).
 
     Untruncated prompts are the messages themselves. A truncated one is recovered from the
     rendered text: the chat template is rendered around a sentinel to find what surrounds the
-    content, and the result is checked to render back to exactly the fitted text.
-    `enable_thinking` must be the one `fitted` was rendered with.
+    content, and the result is checked to render back to exactly the fitted text. `fmt` must be
+    the format `fitted` was rendered with.
     """
     if not fitted.truncated:
         return messages
     if len(messages) != 1 or messages[0]["role"] != "user":
         raise ValueError("only single user-message prompts can be recovered after truncation")
 
-    def render(m: list[dict[str, str]]) -> str:
-        return prompts.render(tokenizer, m, enable_thinking=enable_thinking)
-
+    render = fmt.render
     shell = render([{"role": "user", "content": SENTINEL}])
     head, _, tail = shell.partition(SENTINEL)
     text = fitted.text
@@ -436,45 +430,21 @@ def fitted_messages(
     return out
 
 
-def pref_item(
-    tokenizer: Any, pair: Pair, budget: prompts.PromptBudget, *, enable_thinking: bool = False
-) -> dict[str, Any]:
+def pref_item(fmt: prompts.PromptFormat, pair: Pair) -> dict[str, Any]:
     """A Pref. item: the pair's judgment prompt fitted to the budget's Pref. limit."""
-    fitted = prompts.build_pref_prompt(tokenizer, pair, budget, enable_thinking=enable_thinking)
-    messages = fitted_messages(
-        tokenizer, prompts.pref_messages(pair), fitted, enable_thinking=enable_thinking
-    )
+    fitted = fmt.pref(pair)
+    messages = fitted_messages(fmt, prompts.pref_messages(pair), fitted)
     return _item(pair, "pref", pair.label, messages, fitted, -1, -1)
 
 
 def refl_item(
-    tokenizer: Any,
-    pair: Pair,
-    texts: dict[int, str],
-    picks: tuple[int, int, int],
-    budget: prompts.PromptBudget,
-    with_result: bool,
-    *,
-    enable_thinking: bool = False,
+    fmt: prompts.PromptFormat, pair: Pair, texts: dict[int, str], picks: tuple[int, int, int]
 ) -> dict[str, Any]:
     """A Refl. item: the picked critiques' prompt fitted to the budget's reflection limit."""
     s1, s2, label = picks
     c1, c2 = texts[s1], texts[s2]
-    fitted = prompts.build_refl_prompt(
-        tokenizer,
-        pair,
-        c1,
-        c2,
-        budget,
-        critique_with_result=with_result,
-        enable_thinking=enable_thinking,
-    )
-    messages = fitted_messages(
-        tokenizer,
-        prompts.refl_messages(pair, c1, c2, critique_with_result=with_result),
-        fitted,
-        enable_thinking=enable_thinking,
-    )
+    fitted = fmt.refl(pair, c1, c2)
+    messages = fitted_messages(fmt, fmt.refl_messages(pair, c1, c2), fitted)
     return _item(pair, "refl", label, messages, fitted, s1, s2)
 
 
@@ -502,50 +472,34 @@ def _item(
 def build_mix(
     rollouts: pd.DataFrame,
     pairs: Sequence[Pair],
-    tokenizer: Any,
+    fmt: prompts.PromptFormat,
     cfg: TrainMixConfig | None = None,
     *,
-    budget: prompts.PromptBudget | None = None,
     seed: int = 0,
     backbone: str = "",
     table: str = "rollout table",
-    critique_with_result: bool = False,
-    enable_thinking: bool = False,
 ) -> TrainMix:
     """Classify the pairs, draw the Pref./Refl. items and render them into a TRL dataset.
 
     `seed` is used when cfg.seed is None (the run's seed). `backbone` names the model whose
     rollouts these are (provenance only). Items are shuffled together (seeded), so Pref. and
-    Refl. items share batches. `critique_with_result` and `enable_thinking` are the run's
-    (prompts.critique_with_result, model.enable_thinking): inference must show prompts alike.
+    Refl. items share batches. `fmt` is the run's prompt format (`PromptFormat.of`: its
+    budget, critique_with_result and enable_thinking): inference must show prompts alike.
     """
     from datasets import Dataset
 
     cfg = cfg or TrainMixConfig()
     seed = cfg.seed if cfg.seed is not None else seed
-    budget = budget or prompts.PromptBudget()
     classes = classify_pairs(rollouts, pairs, failure_is_wrong=cfg.failure_is_wrong, table=table)
     pref_keys, refl_keys, selected = select_items(classes, cfg, seed)
     by_key = {p.key: p for p in pairs}
-    items = [
-        pref_item(tokenizer, by_key[k], budget, enable_thinking=enable_thinking) for k in pref_keys
-    ]
+    items = [pref_item(fmt, by_key[k]) for k in pref_keys]
     groups = dict(list(rollouts[rollouts["key"].isin(set(refl_keys))].groupby("key")))
     for key in refl_keys:
         rows = groups[key]
         texts = {int(s): t for s, t in zip(rows["sample"], rows["text"], strict=True)}
         picks = pick_critiques(rows, by_key[key], seed)
-        items.append(
-            refl_item(
-                tokenizer,
-                by_key[key],
-                texts,
-                picks,
-                budget,
-                critique_with_result,
-                enable_thinking=enable_thinking,
-            )
-        )
+        items.append(refl_item(fmt, by_key[key], texts, picks))
     random.Random(f"{seed}:order").shuffle(items)
     counts = _counts(classes, selected, backbone)
     provenance = {
@@ -556,9 +510,8 @@ def build_mix(
         "ratio": cfg.ratio,
         "variant": cfg.variant,
         "config": asdict(cfg),
-        "budget": asdict(budget),
-        "critique_with_result": critique_with_result,
-        "enable_thinking": enable_thinking,
+        "budget": asdict(fmt.budget),
+        **fmt.shown(),
         "prompt_version": prompts.PROMPT_VERSION,
         "counts": counts,
     }

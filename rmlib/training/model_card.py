@@ -70,8 +70,9 @@ _CARD_NEW_TOKENS = 1024
 
 def usage_lines(out: Path, meta: dict[str, Any]) -> list[str]:
     """The card's "Use" section: the adapter judging pairs (`rmlib judge`), served by `vllm
-    serve`, and as the reward of a TRL GRPO (`rmlib.reward_judge`), with this adapter's
-    backbone, rank, prompt budget and prompt settings filled in."""
+    serve` (or `rmlib serve --checkpoint`), and as the reward of a TRL GRPO
+    (`rmlib.reward_judge`), with this adapter's backbone, rank, prompt budget and prompt
+    settings filled in."""
     from rmlib.generation.vllm import vllm_lora_rank
 
     prov = meta.get("provenance") or {}
@@ -103,6 +104,8 @@ def usage_lines(out: Path, meta: dict[str, Any]) -> list[str]:
         f"vllm serve {backbone} --enable-lora --max-lora-rank {rank} \\",
         f"    --lora-modules {name}={out} --max-model-len {context} \\",
         "    --logprobs-mode raw_logprobs --generation-config vllm --port 8000",
+        "# or the same server with `rmlib judge`'s own engine settings:",
+        f"# rmlib serve --checkpoint {backbone} --adapter {name}={out} --max-model-len {context}",
         f"rmlib judge pairs.jsonl --endpoint http://127.0.0.1:8000 --model {backbone} \\",
         f"    --served-model {name} -o predictions.jsonl",
         "```",

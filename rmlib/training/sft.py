@@ -110,73 +110,40 @@ def refl_reference_analysis(pair: Pair, good_slot: int) -> str:
 
 
 def warmup_example(
-    tokenizer: Any,
-    pair: Pair,
-    task: str,
-    rng: random.Random,
-    budget: prompts.PromptBudget,
-    with_result: bool = False,
-    *,
-    enable_thinking: bool = False,
+    fmt: prompts.PromptFormat, pair: Pair, task: str, rng: random.Random
 ) -> dict[str, str]:
     """One prompt/completion example of `task` for a demo pair; the target is a correct judgment."""
     from rmlib.data.demo import reference_analysis
 
     good = prompts.format_judgment(reference_analysis(pair), pair.label, "pref")
     if task == "pref":
-        prompt = prompts.build_pref_prompt(
-            tokenizer, pair, budget, enable_thinking=enable_thinking
-        ).text
+        prompt = fmt.pref(pair).text
         return {"prompt": prompt, "completion": good, "task": "pref"}
     flipped = replace(pair, label=3 - pair.label)  # its reference analysis argues the wrong way
     bad = prompts.format_judgment(reference_analysis(flipped), flipped.label, "pref")
     slot = rng.choice((1, 2))
     c1, c2 = (good, bad) if slot == 1 else (bad, good)
-    prompt = prompts.build_refl_prompt(
-        tokenizer,
-        pair,
-        c1,
-        c2,
-        budget,
-        critique_with_result=with_result,
-        enable_thinking=enable_thinking,
-    ).text
+    prompt = fmt.refl(pair, c1, c2).text
     completion = prompts.format_judgment(refl_reference_analysis(pair, slot), slot, "refl")
     return {"prompt": prompt, "completion": completion, "task": "refl"}
 
 
 def warmup_dataset(
-    tokenizer: Any,
-    pairs: Sequence[Pair],
-    cfg: WarmupConfig,
-    *,
-    seed: int = 0,
-    budget: prompts.PromptBudget | None = None,
-    critique_with_result: bool = False,
-    enable_thinking: bool = False,
+    fmt: prompts.PromptFormat, pairs: Sequence[Pair], cfg: WarmupConfig, *, seed: int = 0
 ) -> Any:
     """The warm-up examples as a Dataset (prompt, completion, task); the Refl. share is seeded.
 
-    `critique_with_result` and `enable_thinking` are the run's (prompts.critique_with_result,
-    model.enable_thinking), so the examples look like the prompts the model will be given."""
+    `fmt` is the run's prompt format (`PromptFormat.of`), so the examples look like the prompts
+    the model will be given."""
     from datasets import Dataset
 
-    budget = budget or prompts.PromptBudget()
     rng = random.Random(f"{seed}:warmup")
     order = list(range(len(pairs)))
     rng.shuffle(order)
     n_refl = round(cfg.refl_share * len(pairs))
     refl = set(order[:n_refl])
     rows = [
-        warmup_example(
-            tokenizer,
-            p,
-            "refl" if i in refl else "pref",
-            rng,
-            budget,
-            critique_with_result,
-            enable_thinking=enable_thinking,
-        )
+        warmup_example(fmt, p, "refl" if i in refl else "pref", rng)
         for i, p in enumerate(pairs)
     ]
     return Dataset.from_list(rows)
@@ -298,27 +265,15 @@ def run_warmup(
     output_dir: str | Path,
     *,
     backbone: str,
+    fmt: prompts.PromptFormat,
     seed: int = 0,
-    budget: prompts.PromptBudget | None = None,
     merged_dir: str | Path | None = None,
     trust_remote_code: bool = False,
-    critique_with_result: bool = False,
-    enable_thinking: bool = False,
 ) -> WarmupResult:
     """Train the warm-up adapter into output_dir; with merged_dir, also write backbone + adapter
-    merged into a plain checkpoint there (what rollouts, GRPO and evaluation then load)."""
-    from rmlib.models import load_tokenizer
-
-    tokenizer = load_tokenizer(backbone, trust_remote_code=trust_remote_code)
-    dataset = warmup_dataset(
-        tokenizer,
-        pairs,
-        cfg,
-        seed=seed,
-        budget=budget,
-        critique_with_result=critique_with_result,
-        enable_thinking=enable_thinking,
-    )
+    merged into a plain checkpoint there (what rollouts, GRPO and evaluation then load). `fmt`:
+    the run's prompt format, over the backbone's tokenizer."""
+    dataset = warmup_dataset(fmt, pairs, cfg, seed=seed)
     trainer = build_sft_trainer(
         dataset, cfg, output_dir, backbone=backbone, seed=seed, trust_remote_code=trust_remote_code
     )
@@ -334,7 +289,7 @@ def run_warmup(
             trust_remote_code=trust_remote_code,
         )
     loss = getattr(result, "training_loss", None)
-    cut = examples_cut(tokenizer, dataset, cfg.max_length)
+    cut = examples_cut(fmt.tokenizer, dataset, cfg.max_length)
     steps = trainer.state.global_step
     return WarmupResult(Path(output_dir), merged, len(dataset), steps, loss, cut)
 
