@@ -52,14 +52,16 @@ def warm_adapter(out: Path) -> float:
     return time.perf_counter() - start
 
 
-def rmlib_serve(adapter: Path, max_model_len: int, log: Path) -> tuple[subprocess.Popen, str]:
+def rmlib_serve(
+    adapter: Path, max_model_len: int, precision: str, log: Path
+) -> tuple[subprocess.Popen, str]:
     """`rmlib serve --checkpoint MODEL --adapter judge=ADAPTER`, waited for until it prints its
     endpoint (as a user would read it); returns the process and the endpoint."""
     from rmlib.serve import free_ports
 
     cmd = [sys.executable, "-m", "rmlib", "serve", "--checkpoint", MODEL,
            "--adapter", f"judge={adapter}", "--max-model-len", str(max_model_len),
-           "--port", str(free_ports(1)[0])]  # fmt: skip
+           "--precision", precision, "--port", str(free_ports(1)[0])]  # fmt: skip
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     lines = []
     for line in proc.stdout:
@@ -119,6 +121,35 @@ def sample_group(url: str, store: Path, max_new_tokens: int) -> dict[str, Any]:
     return out
 
 
+def headline(scored: str) -> dict[str, Any]:
+    """`rmlib score`'s greedy score, interval, parse-failure rate and both-orders consistency."""
+    g = json.loads(scored)["methods"]["greedy"]
+    both = g["consistency"]["both_correct"]
+    return {
+        "score": round(g["score"], 4),
+        "ci": [round(x, 4) for x in g["ci"]],
+        "partial": g["partial"],
+        "parse_failure_rate": g["parse_failure_rate"],
+        "both_orders_correct": [both["estimate"], both["low"], both["high"]],
+    }
+
+
+def same_texts(workdir: Path) -> float:
+    """Share of the in-process judgments whose text the server wrote identically (by prompt)."""
+    import sqlite3
+
+    def texts(store: Path) -> dict[tuple[str, int], str]:
+        with sqlite3.connect(store) as db:
+            rows = db.execute("SELECT prompt_sha, sample, generation FROM generations")
+            return {(sha, i): json.loads(g)["text"] for sha, i, g in rows}
+
+    local, served = (
+        texts(workdir / "local.generations.sqlite"),
+        texts(workdir / "served.generations.sqlite"),
+    )
+    return round(sum(served.get(k) == t for k, t in local.items()) / len(local), 4)
+
+
 def main() -> dict[str, Any]:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--data", required=True, help="RewardBench's local copy")
@@ -126,23 +157,27 @@ def main() -> dict[str, Any]:
                     help="the warm-up adapter (trained here if absent)")  # fmt: skip
     ap.add_argument("-n", type=int, default=50)
     ap.add_argument("--max-new-tokens", type=int, default=128)
+    ap.add_argument("--precision", default="auto", help="both judges' weights (auto, bf16, fp32)")
     ap.add_argument("--workdir", type=Path, default=Path("judge-served"))
     args = ap.parse_args()
     args.workdir.mkdir(parents=True, exist_ok=True)
     report: dict[str, Any] = {"n_pairs": args.n, "adapter": str(args.adapter)}
+    report["precision"] = args.precision
     if not (args.adapter / "adapter_config.json").is_file():
         report["warmup_seconds"] = round(warm_adapter(args.adapter), 1)
     common = ["judge", "--source", "rewardbench", "--path", args.data, "-n", str(args.n),
               "--model", MODEL, "--method", "greedy", "--orders", "both",
               "--max-new-tokens", str(args.max_new_tokens), "--max-prompt-tokens", "1024",
-              "--no-progress"]  # fmt: skip
+              "--precision", args.precision, "--no-progress"]  # fmt: skip
     local_out = args.workdir / "local.jsonl"
     local_s, local = judged([*common, "--adapter", str(args.adapter), "-o", str(local_out)])
     from rmlib.generation.vllm import shutdown
 
     shutdown()  # its memory back before the server starts
     start = time.perf_counter()
-    proc, url = rmlib_serve(args.adapter, 1024 + args.max_new_tokens, args.workdir / "serve.log")
+    proc, url = rmlib_serve(
+        args.adapter, 1024 + args.max_new_tokens, args.precision, args.workdir / "serve.log"
+    )
     report["serve_start_seconds"] = round(time.perf_counter() - start, 1)
     served_out = args.workdir / "served.jsonl"
     try:
@@ -165,11 +200,12 @@ def main() -> dict[str, Any]:
         parsed_local=round(float(local["verdict"].notna().mean()), 4),
         parsed_served=round(float(served["verdict"].notna().mean()), 4),
         same_verdicts=round(float(same), 4),
+        same_texts=same_texts(args.workdir),
         differing=both.loc[
             both["verdict_local"].fillna(0) != both["verdict_served"].fillna(0), ["id", "order"]
         ].to_dict("records"),
-        score_local=score_local,
-        scores_equal=score_local == score_served,
+        score_local=headline(score_local),
+        score_served=headline(score_served),
     )
     return report
 
