@@ -10,6 +10,7 @@ second pass sends none.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -18,6 +19,7 @@ import subprocess
 import sys
 import textwrap
 import time
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import httpx2
@@ -171,6 +173,37 @@ def _alive(pid: int) -> bool:
     return not (stat.exists() and stat.read_text().split(")")[-1].split()[0] == "Z")
 
 
+@contextlib.contextmanager
+def _serving(argv: list[str], env: dict[str, str]) -> Iterator[tuple[str, Callable[[], str]]]:
+    """`python ARGV` running `rmlib serve`, read until it says its servers are ready: yields
+    what it printed and stop(), which SIGTERMs it, checks that it stopped its servers and exited
+    0, and returns the rest of its output. A failing block kills it."""
+    proc = subprocess.Popen(
+        [sys.executable, *argv],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        env=env,
+    )
+
+    def stop() -> str:
+        proc.send_signal(signal.SIGTERM)
+        rest, _ = proc.communicate(timeout=120)
+        assert proc.returncode == 0 and "servers stopped" in rest, rest
+        return rest
+
+    lines = []
+    try:
+        for line in proc.stdout:
+            lines.append(line)
+            if line.startswith("Ctrl-C or SIGTERM"):
+                break
+        yield "".join(lines), stop
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+
+
 def test_rmlib_serve_prints_the_endpoints_and_stops_every_process_on_sigterm(tmp_path):
     """`rmlib serve PARAMS --gpus 2` (a stand-in for vLLM's server module): waits until both
     answer, prints their endpoints as the params lines a run uses, and on SIGTERM stops both
@@ -201,20 +234,8 @@ def test_rmlib_serve_prints_the_endpoints_and_stops_every_process_on_sigterm(tmp
     )
     port = serve.free_ports(1)[0]
     env = {**os.environ, "PYTHONPATH": f"{ROOT}{os.pathsep}{os.environ.get('PYTHONPATH', '')}"}
-    proc = subprocess.Popen(
-        [sys.executable, str(driver), "serve", str(params), "--gpus", "2", "--port", str(port)],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
-        env=env,
-    )
-    lines = []
-    try:
-        for line in proc.stdout:
-            lines.append(line)
-            if line.startswith("Ctrl-C or SIGTERM"):
-                break
-        text = "".join(lines)
+    argv = [str(driver), "serve", str(params), "--gpus", "2", "--port", str(port)]
+    with _serving(argv, env) as (text, stop):
         urls = [f"http://127.0.0.1:{port}", f"http://127.0.0.1:{port + 1}"]
         snippet = text.split("(or --set each key):\n")[1].split("Ctrl-C")[0]
         gen = {"backend": "http", "endpoints": urls, "http_logprobs_kind": "raw"}
@@ -225,12 +246,7 @@ def test_rmlib_serve_prints_the_endpoints_and_stops_every_process_on_sigterm(tmp
         children = [int(p) for p in pids.read_text().split()]
         assert len(children) == 2 and all(_alive(p) for p in children)
         assert (out_root / "served" / "serve" / f"server-{port}.log").is_file()
-        proc.send_signal(signal.SIGTERM)
-        rest, _ = proc.communicate(timeout=60)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-    assert proc.returncode == 0 and "servers stopped" in rest, rest
+        stop()
     deadline = time.monotonic() + 10  # the children's own parents are gone: init reaps them
     while any(_alive(p) for p in children) and time.monotonic() < deadline:
         time.sleep(0.2)
@@ -349,32 +365,17 @@ def test_rmlib_serve_checkpoint_serves_an_adapter_as_rmlib_judge_runs_it(
     assert main([*common, "--adapter", str(adapter), "-o", str(tmp_path / "local.jsonl")]) == 0
     shutdown()
     port = serve.free_ports(1)[0]
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "rmlib", "serve", "--checkpoint", TINY_QWEN3, "--precision", "fp32",
-         "--adapter", f"judge={adapter}", "--adapter-mode", "lora", "--max-model-len", "512",
-         "--port", str(port)],
-        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-        env={**os.environ, "VLLM_ENABLE_V1_MULTIPROCESSING": "0"},
-    )  # fmt: skip
-    lines = []
-    try:
-        for line in proc.stdout:
-            lines.append(line)
-            if line.startswith("Ctrl-C or SIGTERM"):
-                break
-        text = "".join(lines)
+    argv = ["-m", "rmlib", "serve", "--checkpoint", TINY_QWEN3, "--precision", "fp32",
+            "--adapter", f"judge={adapter}", "--adapter-mode", "lora", "--max-model-len", "512",
+            "--port", str(port)]  # fmt: skip
+    with _serving(argv, {**os.environ, "VLLM_ENABLE_V1_MULTIPROCESSING": "0"}) as (text, stop):
         assert f"models: ['{TINY_QWEN3}', 'judge']" in text, text
         url = f"http://127.0.0.1:{port}"
         assert f"--endpoint {url} --model {TINY_QWEN3} --served-model judge" in text
         for name, out in (("judge", "served.jsonl"), (TINY_QWEN3, "base.jsonl")):
             argv = [*common, "--endpoint", url, "--served-model", name, "-o", str(tmp_path / out)]
             assert main(argv) == 0
-        proc.send_signal(signal.SIGTERM)
-        rest, _ = proc.communicate(timeout=120)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-    assert proc.returncode == 0 and "servers stopped" in rest, rest
+        stop()
     local = _texts(tmp_path / "local.generations.sqlite")
     served = _texts(tmp_path / "served.generations.sqlite")
     base = _texts(tmp_path / "base.generations.sqlite")
