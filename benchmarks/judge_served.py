@@ -3,7 +3,9 @@
 Issue 21's check: N RewardBench pairs, both orders, greedy, judged by SmolLM2 with a format
 warm-up LoRA adapter (the demo's, outputs/demo/adapters/warmup; trained once into --adapter
 when missing, as params/demo.yaml does it) on vLLM in this process, then by the same model and
-adapter served by `rmlib serve --checkpoint` (vLLM's own OpenAI server, the adapter by LoRA).
+adapter served by `rmlib serve --checkpoint` (vLLM's own OpenAI server). On a CPU both merge
+the adapter into the model (adapter mode 'auto'; vLLM's CPU LoRA is several times slower), from
+one cached merge.
 Both predictions are scored by `rmlib score`. Then a sample group: three completions of one
 prompt rewarded by the served judge as a TRL reward function would (`rmlib.reward_judge`: group
 opponents, both orders; and soft rewards against a reference). Prints one JSON object: wall

@@ -1,7 +1,8 @@
 """Where each run model's weights are (`ModelRef`: backbone or warmed base, adapter, precision)
 and the stored generation backend that serves it: the in-process vLLM engine (adapters by
-LoRARequest or merged), the transformers loop, or OpenAI-compatible servers; the run's prompt
-budget.
+LoRARequest or merged), the transformers loop, or OpenAI-compatible servers; the vLLM engine
+settings a `generation` section gives (`engine_settings`, a run's and a judge's alike) and the
+one adapter merge (`merge_once`).
 """
 
 from __future__ import annotations
@@ -125,26 +126,49 @@ def merged_checkpoint(run: RunFolder, ref: ModelRef) -> str:
     return merge_once(ref.path, str(ref.adapter), out, ref.identity, ref.precision)
 
 
-def merge_once(base: str, adapter: str, out: Path, identity: str, precision: str) -> str:
+def merge_once(
+    base: str,
+    adapter: str,
+    out: Path,
+    identity: str,
+    precision: str,
+    *,
+    trust_remote_code: bool = False,
+) -> str:
     """base + adapter merged into `out`, unless `out` already holds that merge.
 
-    Written to a .partial folder and renamed, with the model identity (adapter fingerprint
-    included) beside it: a retrained adapter is merged again, a killed merge never counts.
+    Written to a folder of its own beside `out` and renamed, with the identity (adapter
+    fingerprint included) stamped in it: a retrained adapter is merged again, a killed merge
+    never counts, and two processes merging the same adapter at once (two `rmlib judge` calls
+    sharing the merge cache) each write their own folder; the first rename wins.
     """
     import shutil
+    import tempfile
 
     from rmlib.training.sft import merge_adapter
 
     stamp = "rmlib_identity.txt"
-    if (out / stamp).is_file() and (out / stamp).read_text() == identity:
+
+    def done() -> bool:
+        return (out / stamp).is_file() and (out / stamp).read_text() == identity
+
+    if done():
         return str(out)
-    tmp = out.with_name(out.name + ".partial")
-    shutil.rmtree(tmp, ignore_errors=True)
-    dtype = "bf16" if precision == "bf16" else "fp32"
-    merge_adapter(base, adapter, tmp, dtype=dtype)
-    (tmp / stamp).write_text(identity)
-    shutil.rmtree(out, ignore_errors=True)
-    tmp.rename(out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}-", dir=out.parent))
+    try:
+        dtype = "bf16" if precision == "bf16" else "fp32"
+        merge_adapter(base, adapter, tmp, dtype=dtype, trust_remote_code=trust_remote_code)
+        (tmp / stamp).write_text(identity)
+        if not done():  # another process may have finished the same merge meanwhile
+            shutil.rmtree(out, ignore_errors=True)  # an older merge (another identity)
+            try:
+                tmp.rename(out)
+            except OSError:
+                if not done():
+                    raise
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
     return str(out)
 
 
@@ -152,27 +176,49 @@ def vllm_settings(cfg: RunConfig, path: str, precision: str, *, adapters: bool =
     """The vLLM engine settings of a run: with 'lora' adapters, one engine for the base model
     and all its adapters; with 'merged', one per model. adapters: the engine serves the run's
     trained adapters (LoRA on only then, and only in 'lora' mode)."""
+    # known before the engine starts, so base and adapters share it: any trained model
+    lora = adapters and bool(trained_models(cfg)) and adapter_mode(cfg) == "lora"
+    return engine_settings(
+        cfg.generation,
+        model=path,
+        precision=precision,
+        max_model_len=context_tokens(cfg),
+        seed=cfg.run.seed,
+        lora_rank=cfg.grpo.lora_r if lora else None,
+    )
+
+
+def engine_settings(
+    gen: GenerationSection,
+    *,
+    model: str,
+    precision: str,
+    max_model_len: int,
+    seed: int,
+    lora_rank: int | None = None,
+):
+    """vLLM engine settings from a `generation` section: a run's engines (`vllm_settings`) and
+    a judge's (`rmlib.judging.engine_settings`, also behind `rmlib serve --checkpoint`) come
+    from here alike. lora_rank: LoRA on at that rank (None: off)."""
     import torch
 
     from rmlib.generation.vllm import EngineSettings, vllm_dtype
 
-    on_cuda = torch.cuda.is_available()
     dtype, quantization = vllm_dtype(precision)
-    gen = cfg.generation
+    on_cuda = torch.cuda.is_available()
     return EngineSettings(
-        model=path,
+        model=model,
         dtype=dtype,
         quantization=quantization,
-        max_model_len=context_tokens(cfg),
-        # known before the engine starts, so base and adapters share it: any trained model
-        enable_lora=adapters and bool(trained_models(cfg)) and adapter_mode(cfg) == "lora",
-        max_lora_rank=cfg.grpo.lora_r,
+        max_model_len=max_model_len,
+        enable_lora=lora_rank is not None,
+        max_lora_rank=lora_rank or 16,
         gpu_memory_utilization=gen.gpu_memory_utilization,
         kv_cache_gib=gen.kv_cache_gib,
         max_num_batched_tokens=gen.max_num_batched_tokens,
         max_num_seqs=gen.max_num_seqs,
         enforce_eager=(not on_cuda) if gen.enforce_eager is None else gen.enforce_eager,
-        seed=cfg.run.seed,
+        seed=seed,
         cpu_reserved_cores=gen.cpu_reserved_cores,
     )
 

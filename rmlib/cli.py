@@ -456,7 +456,8 @@ def _add_serve(sub: argparse._SubParsersAction) -> None:
     )  # fmt: skip
     serve.add_argument(
         "--adapter", dest="adapters", type=_adapter_option, action="append", default=[],
-        metavar="[NAME=]PATH", help="also serve this adapter folder, under NAME (repeatable)",
+        metavar="[NAME=]PATH", help="also serve this adapter folder, under NAME (repeatable; "
+        "--checkpoint on CPU: one adapter, merged, served in place of the model)",
     )  # fmt: skip
     serve.add_argument(
         "--checkpoint", metavar="MODEL", help="instead of PARAMS: serve this hub id, local "
@@ -478,6 +479,10 @@ def _add_serve(sub: argparse._SubParsersAction) -> None:
         help="--checkpoint: adapters by LoRA beside the model, or one merged into it and served "
         "under its name (default auto: LoRA on CUDA, merged on CPU, as rmlib judge does)",
     )  # fmt: skip
+    serve.add_argument(
+        "--kv-cache-gib", type=float, help="--checkpoint: KV cache in GiB (default: from "
+        "generation.gpu_memory_utilization on CUDA, 2 on CPU)",
+    )  # fmt: skip
     serve.add_argument("--gpus", type=_count, help="servers, one per GPU (default: run.gpus)")
     serve.add_argument("--port", type=_count, default=8000, help="first server's port")
     serve.add_argument("--host", default="127.0.0.1", help="interface (0.0.0.0: all)")
@@ -496,7 +501,13 @@ def _serve(args: argparse.Namespace) -> int:
     try:
         with serve.sigterm_interrupts(), _servers(args) as (servers, cfg):
             print(
-                serve.describe(servers, args.host, cfg=cfg, model=args.checkpoint or ""),
+                serve.describe(
+                    servers,
+                    args.host,
+                    cfg=cfg,
+                    model=args.checkpoint or "",
+                    adapters=dict(args.adapters),
+                ),
                 flush=True,
             )
             serve.serve_until_stopped(servers)
@@ -518,11 +529,11 @@ def _servers(args: argparse.Namespace) -> Iterator[tuple[Any, Any]]:
 
     adapters = dict(args.adapters)
     if args.checkpoint is None:
-        given = (args.served_name, args.max_model_len, args.precision != "auto")
+        given = (args.served_name, args.max_model_len, args.kv_cache_gib, args.precision != "auto")
         if any(given) or args.adapter_mode != "auto":
             raise UsageError(
-                "--served-name, --max-model-len, --precision and --adapter-mode go with "
-                "--checkpoint"
+                "--served-name, --max-model-len, --kv-cache-gib, --precision and --adapter-mode "
+                "go with --checkpoint"
             )
         cfg = load_config(args.params, dict(args.overrides))
         run = RunFolder(Path(cfg.run.output_root) / cfg.run.name)
@@ -538,7 +549,7 @@ def _servers(args: argparse.Namespace) -> Iterator[tuple[Any, Any]]:
     spec = serve.checkpoint_spec(
         args.checkpoint, served_name=args.served_name, adapters=adapters,
         precision=args.precision, max_model_len=args.max_model_len,
-        adapter_mode=args.adapter_mode,
+        generation=GenerationSection(adapters=args.adapter_mode, kv_cache_gib=args.kv_cache_gib),
     )  # fmt: skip
     timeout = GenerationSection().serve_start_timeout if args.timeout is None else args.timeout
     with serve.start_servers(

@@ -271,8 +271,9 @@ class GenerationSection:
     adapters: Literal["auto", "lora", "merged"] = doc(
         "backend 'vllm': how a trained model's adapter is served. 'lora': by LoRARequest on the "
         "base model's engine (one engine for all models); 'merged': merged into a checkpoint "
-        "under models/<model>-merged, one engine each (vLLM's CPU LoRA kernels are plain torch "
-        "ops, several times slower than the merged model); 'auto': lora on CUDA, merged on CPU.",
+        "under models/<model>-merged (`rmlib judge --adapter`: <RMLIB_CACHE>/merged/), one "
+        "engine each (vLLM's CPU LoRA kernels are plain torch ops, several times slower than the "
+        "merged model); 'auto': lora on CUDA, merged on CPU.",
         "auto",
     )
     cpu_reserved_cores: CountOrOff | None = doc(

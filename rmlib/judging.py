@@ -127,7 +127,11 @@ class JudgeSection:
         "through the whole method; the predictions say each order's verdict).",
         "both",
     )
-    adapter: str | None = doc("A PEFT adapter folder served on the model (vLLM: LoRA).", None)
+    adapter: str | None = doc(
+        "A PEFT adapter folder on the model (vLLM: by LoRA, or merged once into a cached "
+        "checkpoint: generation.adapters, 'auto' = merged without CUDA).",
+        None,
+    )
     served_model: str | None = doc(
         "backend 'http': the name the servers serve the judge under; None = model.backbone.", None
     )
@@ -211,9 +215,10 @@ def judge_weights(cfg: JudgeConfig) -> tuple[str, str | None]:
 
     With an adapter and generation.adapters 'merged' ('auto' on a machine without CUDA, as a
     run's: rmlib.backends.adapter_mode) the adapter is merged once into a checkpoint under the
-    model cache (<RMLIB_CACHE>/merged/, keyed by the adapter's content): vLLM's CPU LoRA ops
-    gather every token's LoRA weights, and measured here (SmolLM2-135M, 8 RewardBench judgments
-    of 128 tokens) LoRA took 179 s against 79 s without an adapter."""
+    model cache, <RMLIB_CACHE>/merged/<key> (delete the folder to reclaim its space), keyed by
+    the base checkpoint's absolute path and files (sizes, times) and the adapter's content: vLLM's
+    CPU LoRA ops gather every token's LoRA weights, and measured here (SmolLM2-135M, 8
+    RewardBench judgments of 128 tokens) LoRA took 179 s against 79 s without an adapter."""
     import hashlib
 
     from rmlib.backends import adapter_mode, merge_once
@@ -223,41 +228,32 @@ def judge_weights(cfg: JudgeConfig) -> tuple[str, str | None]:
     if adapter is None or adapter_mode(cfg) == "lora":  # type: ignore[arg-type]
         return path, adapter
     precision, _ = resolve_precision(cfg.model.precision)
-    identity = model_identity(cfg.model.backbone, precision=precision, adapter=adapter)
+    base = Path(path).resolve()
+    files = sorted(f for f in base.iterdir() if f.is_file()) if base.is_dir() else []
+    stats = ";".join(f"{f.name}:{f.stat().st_size}:{f.stat().st_mtime_ns}" for f in files)
+    identity = model_identity(str(base), precision=precision, adapter=adapter) + "|" + stats
     out = cache_dir() / "merged" / hashlib.sha256(identity.encode()).hexdigest()[:16]
-    return merge_once(path, adapter, out, identity, precision), None
+    trust = cfg.model.trust_remote_code
+    return merge_once(path, adapter, out, identity, precision, trust_remote_code=trust), None
 
 
 def engine_settings(cfg: JudgeConfig, *, max_model_len: int | None = None) -> Any:
     """The vLLM engine `cfg`'s judge runs on: in this process (backend 'vllm') and behind
     `rmlib serve --checkpoint` (rmlib.serve.checkpoint_spec), from one place so the two engines
-    cannot drift (its model: `judge_weights`). max_model_len: None = what this call needs
-    (cfg.context_tokens())."""
-    import torch
-
-    from rmlib.generation.vllm import EngineSettings, vllm_dtype
+    cannot drift (its weights: `judge_weights`; its fields: rmlib.backends.engine_settings, as a
+    run's). max_model_len: None = what this call needs (cfg.context_tokens())."""
+    from rmlib.backends import engine_settings as from_section
+    from rmlib.generation.vllm import adapter_rank
     from rmlib.models import resolve_precision
 
-    precision, _ = resolve_precision(cfg.model.precision)
-    dtype, quantization = vllm_dtype(precision)
     path, lora = judge_weights(cfg)
-    g = cfg.generation
-    return EngineSettings(
+    return from_section(
+        cfg.generation,
         model=path,
-        dtype=dtype,
-        quantization=quantization,
+        precision=resolve_precision(cfg.model.precision)[0],
         max_model_len=max_model_len or cfg.context_tokens(),
-        enable_lora=lora is not None,
-        max_lora_rank=_adapter_rank(lora),
-        gpu_memory_utilization=g.gpu_memory_utilization,
-        kv_cache_gib=g.kv_cache_gib,
-        max_num_batched_tokens=g.max_num_batched_tokens,
-        max_num_seqs=g.max_num_seqs,
-        enforce_eager=(not torch.cuda.is_available())
-        if g.enforce_eager is None
-        else g.enforce_eager,
         seed=cfg.inference.seed,
-        cpu_reserved_cores=g.cpu_reserved_cores,
+        lora_rank=None if lora is None else adapter_rank(lora),
     )
 
 
@@ -277,14 +273,6 @@ def _vllm(cfg: JudgeConfig, tokenizer: Any, identity: str, precision: str) -> An
         stop_ids=checkpoint_stop_ids(resolve_model(cfg.model.backbone), tokenizer),
         adapter=cfg.judge.adapter if lora else None,
     )
-
-
-def _adapter_rank(adapter: str | None) -> int:
-    """The adapter's LoRA rank (its adapter_config.json's `r`); 16 without an adapter."""
-    if adapter is None:
-        return 16
-    config = Path(adapter) / "adapter_config.json"
-    return int(json.loads(config.read_text())["r"])
 
 
 def _http(cfg: JudgeConfig, tokenizer: Any, identity: str, precision: str) -> Any:
@@ -682,6 +670,8 @@ def config_from_args(args: Any) -> JudgeConfig:
     backend = args.backend or ("http" if args.endpoint else "vllm")
     if args.endpoint and backend != "http":
         raise ValueError(f"--endpoint goes with the http backend, not --backend {backend}")
+    if args.adapter_mode and backend != "vllm":
+        raise ValueError(f"--adapter-mode goes with the vllm backend, not {backend}")
     generation = _given(
         GenerationSection(backend=backend, endpoints=list(args.endpoint)),
         api_key_env=args.api_key_env,

@@ -172,7 +172,8 @@ def _cpu_flags() -> list[str]:
 
 
 def cache_dir() -> Path:
-    """Where embedded models are built: $RMLIB_CACHE, else ~/.cache/rmlib/models."""
+    """Where embedded models are built, and `rmlib judge` keeps adapters merged on a CPU (its
+    merged/ folder): $RMLIB_CACHE, else ~/.cache/rmlib/models."""
     env = os.environ.get(CACHE_ENV)
     return Path(env).expanduser() if env else Path.home() / ".cache" / "rmlib" / "models"
 

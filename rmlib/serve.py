@@ -38,8 +38,6 @@ from __future__ import annotations
 import atexit
 import contextlib
 import ctypes
-import dataclasses
-import json
 import os
 import signal
 import socket
@@ -52,8 +50,8 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from rmlib.config import RunConfig
-from rmlib.generation.vllm import EngineSettings, vllm_lora_rank
+from rmlib.config import GenerationSection, RunConfig
+from rmlib.generation.vllm import EngineSettings, adapter_rank
 from rmlib.run_folder import RunFolder
 
 SERVER_MODULE = "vllm.entrypoints.launchers.api_server.entry"
@@ -91,7 +89,7 @@ def checkpoint_spec(
     max_model_len: int | None = None,
     lora_rank: int | None = None,
     api_key: str | None = None,
-    adapter_mode: str = "auto",
+    generation: GenerationSection | None = None,
 ) -> ServeSpec:
     """Servers for any checkpoint (a hub id, a local folder, an embedded model) without a run
     folder (`rmlib serve --checkpoint`): `model` under `served_name` (default: `model`) and
@@ -100,32 +98,33 @@ def checkpoint_spec(
     bf16 or nf4 (served in bf16: rmlib.generation.vllm.vllm_dtype). max_model_len: longest
     prompt + completion (None: what a default `rmlib judge` call needs, the reflection prompt's
     budget + its completion). lora_rank: the adapters' largest LoRA rank (None: read from their
-    adapter_config.json). adapter_mode: generation.adapters, as `rmlib judge` reads it: 'lora'
-    serves the adapters by LoRA beside the base model; 'merged' ('auto' without CUDA) serves
-    one adapter merged into the base, under the adapter's name (the base itself is then not
-    served: one model per vLLM server)."""
-    from rmlib.backends import adapter_mode as mode_of
-    from rmlib.config import GenerationSection, ModelSection
+    adapter_config.json). generation: the engine's section (KV cache, batch sizes, and
+    `adapters`: 'lora' serves the adapters by LoRA beside the base model; 'merged', or 'auto'
+    without CUDA, serves one adapter merged into the base under the adapter's name, the base
+    itself not served: one model per vLLM server). Default: GenerationSection's defaults."""
+    from rmlib.backends import adapter_mode
+    from rmlib.config import ModelSection
     from rmlib.judging import JudgeConfig, JudgeSection, engine_settings
 
     cfg = JudgeConfig(
         model=ModelSection(backbone=model, precision=precision),
-        generation=GenerationSection(backend="vllm", adapters=adapter_mode),
+        generation=replace(generation or GenerationSection(), backend="vllm"),
     )
     lora = dict(adapters or {})
-    if lora and mode_of(cfg) == "merged":  # type: ignore[arg-type]
-        if len(lora) > 1:
+    if lora and adapter_mode(cfg) == "merged":  # type: ignore[arg-type]
+        if len(lora) > 1 or served_name:
             raise ValueError(
-                f"{len(lora)} adapters to serve merged (adapters 'merged', or 'auto' without "
-                "CUDA: vLLM's CPU LoRA is several times slower): one server serves one model, "
-                "so give one adapter, or serve them by LoRA (adapter mode 'lora')"
+                "adapters are served merged here (adapter mode 'merged', or 'auto' without "
+                "CUDA: vLLM's CPU LoRA is several times slower), one model per server under the "
+                "adapter's own name: give one adapter and no served name, or serve by LoRA "
+                "(adapter mode 'lora')"
             )
         ((name, path),) = lora.items()
-        cfg = dataclasses.replace(cfg, judge=JudgeSection(adapter=path))
+        cfg = replace(cfg, judge=JudgeSection(adapter=path))
         return ServeSpec(engine_settings(cfg, max_model_len=max_model_len), name, (), api_key)
     settings = engine_settings(cfg, max_model_len=max_model_len)
     if lora:
-        rank = lora_rank or max(_lora_rank(path) for path in lora.values())
+        rank = lora_rank or max(adapter_rank(path) for path in lora.values())
         settings = replace(settings, enable_lora=True, max_lora_rank=rank, max_loras=len(lora))
     return ServeSpec(settings, served_name or model, tuple(lora.items()), api_key)
 
@@ -397,7 +396,7 @@ def run_spec(
     precision, _ = resolve_precision(cfg.model.precision)
     settings = vllm_settings(cfg, resolve_model(base_path(cfg, run)), precision)
     if lora:
-        rank = max(_lora_rank(path) for path in lora.values())
+        rank = max(adapter_rank(path) for path in lora.values())
         settings = replace(settings, enable_lora=True, max_lora_rank=rank, max_loras=len(lora))
     return ServeSpec(
         engine=settings,
@@ -405,18 +404,6 @@ def run_spec(
         adapters=tuple(lora.items()),
         api_key=api_key(cfg),
     )
-
-
-def _lora_rank(adapter: str) -> int:
-    """An adapter folder's LoRA rank (its adapter_config.json's `r`), checked against the ranks
-    vLLM serves (vllm_lora_rank; the engine settings round it up)."""
-    config = Path(adapter) / "adapter_config.json"
-    try:
-        rank = int(json.loads(config.read_text())["r"])
-    except (OSError, KeyError, ValueError) as err:
-        raise ValueError(f"{config}: no LoRA rank `r` to serve the adapter with") from err
-    vllm_lora_rank(rank)  # refuses a rank vLLM cannot serve, here rather than at server start
-    return rank
 
 
 def server_count(cfg: RunConfig) -> int:
@@ -455,11 +442,18 @@ def served(
 
 
 def describe(
-    servers: Servers, host: str = "127.0.0.1", *, cfg: RunConfig | None = None, model: str = ""
+    servers: Servers,
+    host: str = "127.0.0.1",
+    *,
+    cfg: RunConfig | None = None,
+    model: str = "",
+    adapters: Mapping[str, str] | None = None,
 ) -> str:
     """What `rmlib serve` prints: the endpoints, the names served, the logs, and how to use them:
     a run's params lines (cfg: `rmlib serve PARAMS`) or the `rmlib judge` call for each name
-    (`rmlib serve --checkpoint MODEL`; `model` names the tokenizer the judge renders with)."""
+    (`rmlib serve --checkpoint MODEL`; `model` names the tokenizer the judge renders with; an
+    adapter's call names its folder and the precision, which key the judge's store on the
+    weights served, not on the served name alone)."""
     lines = [f"{len(servers.endpoints)} vLLM server(s) ready:"]
     lines += [
         f"  {url}  (log: {log})" for url, log in zip(servers.endpoints, servers.logs, strict=True)
@@ -475,12 +469,15 @@ def describe(
             lines.append(f"generation.api_key_env: {key}  (the servers' key)")
     else:
         endpoints = " ".join(f"--endpoint {url}" for url in servers.endpoints)
+        precision = "fp32" if servers.spec.engine.dtype == "float32" else "bf16"
         lines.append("judge with them (the prompt budgets must fit --max-model-len):")
-        lines += [
-            f"  rmlib judge PAIRS.jsonl -o predictions.jsonl {endpoints} --model {model} "
-            f"--served-model {name}"
-            for name in servers.spec.names
-        ]
+        for name in servers.spec.names:
+            adapter = (adapters or {}).get(name)
+            weights = f" --adapter {adapter}" if adapter else ""
+            lines.append(
+                f"  rmlib judge PAIRS.jsonl -o predictions.jsonl {endpoints} --model {model} "
+                f"--served-model {name}{weights} --precision {precision}"
+            )
     lines.append("Ctrl-C or SIGTERM stops them.")
     return "\n".join(lines)
 

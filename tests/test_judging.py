@@ -362,6 +362,8 @@ def test_options_not_given_keep_the_sections_defaults_and_endpoints_mean_http():
     )
     with pytest.raises(ValueError, match="--endpoint goes with the http backend"):
         config_from_args(_args("--endpoint", "http://a:1", "--backend", "vllm"))
+    with pytest.raises(ValueError, match="--adapter-mode goes with the vllm backend"):
+        config_from_args(_args("--endpoint", "http://a:1", "--adapter-mode", "lora"))
 
 
 @pytest.mark.parametrize("mode", ["lora", "merged"])

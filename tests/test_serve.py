@@ -28,7 +28,7 @@ import pytest
 import yaml
 
 from rmlib import serve
-from rmlib.config import config_from_dict
+from rmlib.config import GenerationSection, config_from_dict
 from rmlib.generation.vllm import EngineSettings
 from rmlib.models import TINY_QWEN3
 
@@ -75,7 +75,7 @@ def test_a_checkpoint_is_served_without_a_run_folder(tmp_path):
         adapters={"judge": str(adapter)},
         precision="fp32",
         max_model_len=2048,
-        adapter_mode="lora",
+        generation=GenerationSection(adapters="lora"),
     )
     assert spec.names == [TINY_QWEN3, "judge"]
     assert Path(spec.engine.model, "config.json").is_file()  # the embedded model's folder
@@ -116,9 +116,12 @@ def test_on_a_cpu_one_adapter_is_served_merged_under_its_name(tiny_adapter, monk
     again = serve.checkpoint_spec(TINY_QWEN3, adapters={"j2": str(tiny_adapter)})
     assert again.engine.model == spec.engine.model  # the same adapter: merged once
     two = {"a": str(tiny_adapter), "b": str(tiny_adapter)}
-    with pytest.raises(ValueError, match="one server serves one model"):
+    with pytest.raises(ValueError, match="one model per server"):
         serve.checkpoint_spec(TINY_QWEN3, adapters=two)
-    assert serve.checkpoint_spec(TINY_QWEN3, adapters=two, adapter_mode="lora").names == [
+    with pytest.raises(ValueError, match="no served name"):  # it is the adapter's
+        serve.checkpoint_spec(TINY_QWEN3, adapters={"j": str(tiny_adapter)}, served_name="x")
+    by_lora = GenerationSection(adapters="lora")
+    assert serve.checkpoint_spec(TINY_QWEN3, adapters=two, generation=by_lora).names == [
         TINY_QWEN3,
         "a",
         "b",
@@ -361,8 +364,9 @@ def test_rmlib_serve_checkpoint_serves_an_adapter_as_rmlib_judge_runs_it(
     pairs.write_text("".join(json.dumps(r) + "\n" for r in rows))
     common = ["judge", str(pairs), "--model", TINY_QWEN3, "--precision", "fp32",
               "--method", "greedy", "--orders", "both", "--max-new-tokens", "12",
-              "--max-prompt-tokens", "500", "--adapter-mode", "lora", "--no-progress"]  # fmt: skip
-    assert main([*common, "--adapter", str(adapter), "-o", str(tmp_path / "local.jsonl")]) == 0
+              "--max-prompt-tokens", "500", "--no-progress"]  # fmt: skip
+    by_lora = ["--adapter", str(adapter), "--adapter-mode", "lora"]
+    assert main([*common, *by_lora, "-o", str(tmp_path / "local.jsonl")]) == 0
     shutdown()
     port = serve.free_ports(1)[0]
     argv = ["-m", "rmlib", "serve", "--checkpoint", TINY_QWEN3, "--precision", "fp32",
@@ -371,7 +375,8 @@ def test_rmlib_serve_checkpoint_serves_an_adapter_as_rmlib_judge_runs_it(
     with _serving(argv, {**os.environ, "VLLM_ENABLE_V1_MULTIPROCESSING": "0"}) as (text, stop):
         assert f"models: ['{TINY_QWEN3}', 'judge']" in text, text
         url = f"http://127.0.0.1:{port}"
-        assert f"--endpoint {url} --model {TINY_QWEN3} --served-model judge" in text
+        called = f"--endpoint {url} --model {TINY_QWEN3} --served-model judge --adapter {adapter}"
+        assert f"{called} --precision fp32" in text
         for name, out in (("judge", "served.jsonl"), (TINY_QWEN3, "base.jsonl")):
             argv = [*common, "--endpoint", url, "--served-model", name, "-o", str(tmp_path / out)]
             assert main(argv) == 0

@@ -24,6 +24,7 @@ old engine down first (one card, one engine).
 from __future__ import annotations
 
 import gc
+import json
 import os
 import time
 from collections.abc import Callable
@@ -165,6 +166,19 @@ def vllm_lora_rank(rank: int) -> int:
         if rank <= allowed:
             return allowed
     raise ValueError(f"LoRA rank {rank} is above vLLM's largest max_lora_rank, {allowed}")
+
+
+def adapter_rank(adapter: str) -> int:
+    """An adapter folder's LoRA rank (its adapter_config.json's `r`), checked against the ranks
+    vLLM serves (vllm_lora_rank; the engine settings round it up): a rank vLLM cannot serve is
+    refused here, not at engine or server start."""
+    config = Path(adapter) / "adapter_config.json"
+    try:
+        rank = int(json.loads(config.read_text())["r"])
+    except (OSError, KeyError, ValueError) as err:
+        raise ValueError(f"{config}: no LoRA rank `r` to serve the adapter with") from err
+    vllm_lora_rank(rank)
+    return rank
 
 
 def vllm_dtype(precision: str) -> tuple[str, str | None]:

@@ -107,7 +107,7 @@ def usage_lines(out: Path, meta: dict[str, Any]) -> list[str]:
         "# or the same server with `rmlib judge`'s own engine settings:",
         f"# rmlib serve --checkpoint {backbone} --adapter {name}={out} --max-model-len {context}",
         f"rmlib judge pairs.jsonl --endpoint http://127.0.0.1:8000 --model {backbone} \\",
-        f"    --served-model {name} -o predictions.jsonl",
+        f"    --served-model {name} --adapter {out} -o predictions.jsonl",
         "```",
         "",
         "As the reward of a TRL GRPO (async, batched; each completion against the dataset's "

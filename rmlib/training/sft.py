@@ -143,8 +143,7 @@ def warmup_dataset(
     n_refl = round(cfg.refl_share * len(pairs))
     refl = set(order[:n_refl])
     rows = [
-        warmup_example(fmt, p, "refl" if i in refl else "pref", rng)
-        for i, p in enumerate(pairs)
+        warmup_example(fmt, p, "refl" if i in refl else "pref", rng) for i, p in enumerate(pairs)
     ]
     return Dataset.from_list(rows)
 
