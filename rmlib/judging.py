@@ -221,11 +221,11 @@ def judge_weights(cfg: JudgeConfig) -> tuple[str, str | None]:
     RewardBench judgments of 128 tokens) LoRA took 179 s against 79 s without an adapter."""
     import hashlib
 
-    from rmlib.backends import adapter_mode, merge_once
+    from rmlib.backends import merge_once
     from rmlib.models import cache_dir, model_identity, resolve_model, resolve_precision
 
     path, adapter = resolve_model(cfg.model.backbone), cfg.judge.adapter
-    if adapter is None or adapter_mode(cfg) == "lora":  # type: ignore[arg-type]
+    if adapter is None or not _merges(cfg):
         return path, adapter
     precision, _ = resolve_precision(cfg.model.precision)
     base = Path(path).resolve()
@@ -235,6 +235,13 @@ def judge_weights(cfg: JudgeConfig) -> tuple[str, str | None]:
     out = cache_dir() / "merged" / hashlib.sha256(identity.encode()).hexdigest()[:16]
     trust = cfg.model.trust_remote_code
     return merge_once(path, adapter, out, identity, precision, trust_remote_code=trust), None
+
+
+def _merges(cfg: JudgeConfig) -> bool:
+    """Whether the judge's adapter is merged rather than served by LoRA (adapter_mode)."""
+    from rmlib.backends import adapter_mode
+
+    return cfg.judge.adapter is not None and adapter_mode(cfg) == "merged"  # type: ignore[arg-type]
 
 
 def engine_settings(cfg: JudgeConfig, *, max_model_len: int | None = None) -> Any:
@@ -258,12 +265,10 @@ def engine_settings(cfg: JudgeConfig, *, max_model_len: int | None = None) -> An
 
 
 def _vllm(cfg: JudgeConfig, tokenizer: Any, identity: str, precision: str) -> Any:
-    from rmlib.backends import adapter_mode
     from rmlib.generation.vllm import VLLMBackend, checkpoint_stop_ids, engine
     from rmlib.models import resolve_model
 
-    lora = cfg.judge.adapter is not None and adapter_mode(cfg) == "lora"  # type: ignore[arg-type]
-    merged = cfg.judge.adapter is not None and not lora
+    merged = _merges(cfg)
     return VLLMBackend(
         # settings (and a merge) on the first sample the store cannot answer, not before
         lambda: engine(engine_settings(cfg)),
@@ -271,7 +276,7 @@ def _vllm(cfg: JudgeConfig, tokenizer: Any, identity: str, precision: str) -> An
         # as a run's: vLLM's samples are not the other backends', a merged model's not LoRA's
         identity=f"{'vllm-merged' if merged else 'vllm'}:{identity}",
         stop_ids=checkpoint_stop_ids(resolve_model(cfg.model.backbone), tokenizer),
-        adapter=cfg.judge.adapter if lora else None,
+        adapter=None if merged else cfg.judge.adapter,
     )
 
 

@@ -122,11 +122,19 @@ def checkpoint_spec(
         ((name, path),) = lora.items()
         cfg = replace(cfg, judge=JudgeSection(adapter=path))
         return ServeSpec(engine_settings(cfg, max_model_len=max_model_len), name, (), api_key)
-    settings = engine_settings(cfg, max_model_len=max_model_len)
-    if lora:
-        rank = lora_rank or max(adapter_rank(path) for path in lora.values())
-        settings = replace(settings, enable_lora=True, max_lora_rank=rank, max_loras=len(lora))
+    settings = with_loras(engine_settings(cfg, max_model_len=max_model_len), lora, lora_rank)
     return ServeSpec(settings, served_name or model, tuple(lora.items()), api_key)
+
+
+def with_loras(
+    settings: EngineSettings, lora: Mapping[str, str], rank: int | None = None
+) -> EngineSettings:
+    """`settings` serving the adapters in `lora` by LoRA (none: unchanged) at their largest rank
+    (None: read from their adapter_config.json)."""
+    if not lora:
+        return settings
+    rank = rank or max(adapter_rank(path) for path in lora.values())
+    return replace(settings, enable_lora=True, max_lora_rank=rank, max_loras=len(lora))
 
 
 def server_args(spec: ServeSpec, *, host: str, port: int, on_cuda: bool) -> list[str]:
@@ -394,10 +402,7 @@ def run_spec(
             raise ValueError(f"unknown model {name!r}; one of {MODELS}")
     lora.update(adapters or {})
     precision, _ = resolve_precision(cfg.model.precision)
-    settings = vllm_settings(cfg, resolve_model(base_path(cfg, run)), precision)
-    if lora:
-        rank = max(adapter_rank(path) for path in lora.values())
-        settings = replace(settings, enable_lora=True, max_lora_rank=rank, max_loras=len(lora))
+    settings = with_loras(vllm_settings(cfg, resolve_model(base_path(cfg, run)), precision), lora)
     return ServeSpec(
         engine=settings,
         served_name=served_model(cfg, "base"),
