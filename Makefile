@@ -35,7 +35,7 @@ $(VENV)/.installed: pyproject.toml constraints.txt constraints-cpu.txt constrain
 demo: venv
 	$(BIN)/rmlib run params/demo.yaml
 
-# RUN empty: the demo's run folder (rmlib.lab says which, and what a notebook run there writes)
+# RUN empty: the demo's run folder (rmlib.workbook.lab says which, and what a notebook run there writes)
 RUN ?=
 LAB_ARGS ?=
 lab: venv

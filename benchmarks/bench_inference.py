@@ -103,7 +103,7 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
         "--max-prompt-tokens",
         type=int,
         default=1024,
-        help="prompt budget (rmlib.prompts.PromptBudget); pairs whose prompts would need "
+        help="prompt budget (rmlib.judge.prompts.PromptBudget); pairs whose prompts would need "
         "truncation are skipped",
     )
     ap.add_argument("--seed", type=int, default=0)
@@ -194,12 +194,12 @@ def load_pairs(
     A pair is kept when its Pref. prompt plus `room` tokens (the two critiques and the reflection
     task's extra text) fit max_prompt_tokens: a truncated reflection prompt is cut differently
     for each critique pair, so it would no longer share its prefix with the pair's other
-    reflection prompts (rmlib.prompts), which would misstate stage 2's cost.
+    reflection prompts (rmlib.judge.prompts), which would misstate stage 2's cost.
     """
     import random
 
     from rmlib import data
-    from rmlib.prompts import PromptBudget, build_pref_prompt
+    from rmlib.judge.prompts import PromptBudget, build_pref_prompt
 
     folder = SHARED_DATA / "rewardbench"
     if kind == "rewardbench" or (kind == "auto" and folder.is_dir()):
@@ -235,7 +235,7 @@ def load_pairs(
 def one_budget(tokens: int) -> Any:
     """One limit for both tasks: the engine is sized by --max-prompt-tokens, and load_pairs keeps
     pairs whose reflection prompts fit it whole."""
-    from rmlib.prompts import PromptBudget
+    from rmlib.judge.prompts import PromptBudget
 
     return PromptBudget(max_prompt_tokens=tokens, max_reflection_prompt_tokens=tokens)
 
@@ -245,8 +245,8 @@ def warmup_adapter(args: argparse.Namespace) -> str:
     folder = Path(args.warmup)
     if (folder / "adapter_config.json").is_file():
         return str(folder)
-    from rmlib.models import load_tokenizer
-    from rmlib.prompts import PromptFormat
+    from rmlib.generation.models import load_tokenizer
+    from rmlib.judge.prompts import PromptFormat
     from rmlib.training.sft import WarmupConfig, run_warmup, warmup_pairs
 
     cfg = WarmupConfig(enabled=True, torch_threads=cpu_threads(args.threads))
@@ -366,7 +366,7 @@ def vllm_backend(tok: Any, identity: str, args: argparse.Namespace) -> Any:
     import torch
 
     from rmlib.generation import vllm as rv
-    from rmlib.models import resolve_model
+    from rmlib.generation.models import resolve_model
 
     local = resolve_model(args.model)
     on_cuda = torch.cuda.is_available()
@@ -392,9 +392,9 @@ def vllm_backend(tok: Any, identity: str, args: argparse.Namespace) -> Any:
 
 def run_method(method: str, path: str, ctx: dict[str, Any]) -> dict[str, Any]:
     """One measurement: the method on every pair through a fresh store; its tables and costs."""
-    from rmlib import judge
     from rmlib.generation.base import SamplingParams
-    from rmlib.prompts import PromptFormat
+    from rmlib.judge import judgments as judge
+    from rmlib.judge.prompts import PromptFormat
     from rmlib.reflect import ReflectConfig, run_reflectrm
 
     args, pairs = ctx["args"], ctx["pairs"]
@@ -459,7 +459,7 @@ def full_reflection_requests(pairs: Sequence[Any], rollouts: Any, seed: int) -> 
     """Stage 2 as if every rollout had parsed: N-1 reflection calls per pair, the most confident
     rollout as anchor, slots drawn as run_reflectrm draws them. The workload a judge that always
     parses would give stage 2 (its worst case), whatever this model's parse rate."""
-    from rmlib.judge import ReflectionRequest
+    from rmlib.judge.judgments import ReflectionRequest
     from rmlib.reflect import pair_rng, reflection_plan, select_anchor
 
     groups = {k: g.sort_values("sample") for k, g in rollouts.groupby("key", sort=False)}
@@ -669,7 +669,7 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     import torch
     import transformers
 
-    from rmlib.models import load_backbone, model_identity
+    from rmlib.generation.models import load_backbone, model_identity
 
     torch.set_num_threads(cpu_threads(args.threads))
     if args.throughput:
@@ -726,7 +726,7 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
 
 
 def throughput_main(args: argparse.Namespace, torch: Any, transformers: Any) -> dict[str, Any]:
-    from rmlib.models import load_backbone
+    from rmlib.generation.models import load_backbone
 
     model, tok = load_backbone(args.model, precision=args.precision, adapter=args.adapter)
     batches = (1, 2) if args.quick else (1, 8, 64)

@@ -30,7 +30,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from rmlib.plan.calibrate import (  # noqa: E402
+from rmlib.workbook.plan.calibrate import (  # noqa: E402
     TOLERANCE,
     compare,
     format_comparison,
@@ -75,9 +75,9 @@ def measure_engine_start(cfg: Any, precision: str) -> float:
     """Seconds to start the run's own vLLM CPU engine on its backbone (the settings its notebooks
     start: eager on CPU unless the profile says otherwise; a compiled engine took 147 s here,
     the eager one of the run under a minute)."""
-    from rmlib.backends import vllm_settings
+    from rmlib.generation.models import resolve_model
     from rmlib.generation.vllm import engine, shutdown
-    from rmlib.models import resolve_model
+    from rmlib.run.backends import vllm_settings
 
     settings = vllm_settings(cfg, resolve_model(cfg.model.backbone), precision)
     t0 = time.perf_counter()
@@ -97,7 +97,7 @@ def measure_train_mfu(cfg: Any, precision: str, tflops: float, reps: int = 2) ->
     import torch
     from peft import LoraConfig, get_peft_model
 
-    from rmlib.models import load_backbone
+    from rmlib.generation.models import load_backbone
 
     w = cfg.warmup
     model, _ = load_backbone(cfg.model.backbone, precision=precision, device_map="cpu")
@@ -123,8 +123,8 @@ def measure_constants(cfg: Any, args: argparse.Namespace, measured: dict[str, fl
     """Measure this CPU into a constants file (step 1); returns its path."""
     import torch
 
-    from rmlib.models import resolve_precision
-    from rmlib.plan import model_facts
+    from rmlib.generation.models import resolve_precision
+    from rmlib.workbook.plan import model_facts
 
     precision, why = resolve_precision(cfg.model.precision)
     dtype = torch.bfloat16 if precision == "bf16" else torch.float32
@@ -176,8 +176,8 @@ def _lengths_file(cfg: Any, run: str | None, out: Path) -> Path | None:
     """The run's evaluation and training pairs measured with the backbone's tokenizer."""
     if not run:
         return None
-    from rmlib.plan.lengths import load_tokenizer, measure, write_lengths
-    from rmlib.run_folder import RunFolder
+    from rmlib.run.folder import RunFolder
+    from rmlib.workbook.plan.lengths import load_tokenizer, measure, write_lengths
 
     folder = RunFolder(run)
     tokenizer = load_tokenizer(cfg.model.backbone)
@@ -223,8 +223,8 @@ def main() -> int:
     ap.add_argument("--json", action="store_true", help="print the comparison as JSON")
     args = ap.parse_args()
 
-    from rmlib.config import load_config
-    from rmlib.plan import plan
+    from rmlib.run.config import load_config
+    from rmlib.workbook.plan import plan
 
     cfg = load_config(args.params)
     measured = _measured(args)

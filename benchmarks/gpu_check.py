@@ -2,10 +2,10 @@
 profile's sizes, on a Qwen3-4B-shaped model; one prepared script, about 5 minutes on an H200
 (estimated, not yet timed on one).
 
-Builds a model of Qwen3-4B's exact shape (`rmlib.models.qwen3_4b_config`) with random weights,
+Builds a model of Qwen3-4B's exact shape (`rmlib.generation.models.qwen3_4b_config`) with random weights,
 offline: initialised in bf16 on the device, saved as a plain checkpoint in a temporary folder.
 The GRPO settings are the profile's (`--profile`, default params/qwen3-4b-quick.yaml, read by
-`rmlib.config.load_config`): its `grpo` section as 03 trains it (LoRA `lora_r`, beta, loss),
+`rmlib.run.config.load_config`): its `grpo` section as 03 trains it (LoRA `lora_r`, beta, loss),
 micro-batch, generation batch, completion cap and engine share
 (`grpo.vllm_gpu_memory_utilization`), with prompts padded to the reflection budget
 (`prompts.max_reflection_prompt_tokens`: the longest items 03 trains on). Random weights never
@@ -38,7 +38,7 @@ A lent GPU machine is bare (no network; its torch may not be ours; vLLM may be m
 that cannot run there (vLLM or bitsandbytes not importable) is reported as
 `{"status": "unrun", "why": ...}` and does not fail the script; the exit code reflects only the
 parts that ran (0: all ran parts passed; 1: one failed or did not sync; 2: no CUDA without
---tiny). `--gpu-constants FILE` (rmlib/plan/constants.py) reads `train_tokens_per_s` and
+--tiny). `--gpu-constants FILE` (rmlib/workbook/plan/constants.py) reads `train_tokens_per_s` and
 `peak_reserved_gib` (model 1's NF4 trainer), `generated_tokens_per_s` (only with --hf),
 `vllm.grpo_colocate` (model 1) and `vllm.engine`.
 
@@ -106,7 +106,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 
 def profile_sizes(profile: str) -> dict[str, Any]:
     """The GRPO sizes of a profile, as 03 trains them (see the module doc)."""
-    from rmlib.config import load_config
+    from rmlib.run.config import load_config
 
     path = Path(profile)
     cfg = load_config(path if path.is_absolute() or path.exists() else ROOT / path)
@@ -133,7 +133,7 @@ def grpo_settings(args: argparse.Namespace, use_vllm: bool) -> Any:
 
     base = GRPOSettings()
     if not args.tiny:
-        from rmlib.config import load_config
+        from rmlib.run.config import load_config
 
         path = Path(args.profile)
         base = load_config(path if path.is_absolute() or path.exists() else ROOT / path).grpo
@@ -169,7 +169,7 @@ def build_random_checkpoint(out: Path, tiny: bool) -> Path:
     import torch
     from transformers import AutoTokenizer, Qwen3ForCausalLM
 
-    from rmlib.models import qwen3_4b_config, qwen3_tokenizer_dir, tiny_qwen3_config
+    from rmlib.generation.models import qwen3_4b_config, qwen3_tokenizer_dir, tiny_qwen3_config
 
     config = tiny_qwen3_config() if tiny else qwen3_4b_config()
     device = "cuda" if torch.cuda.is_available() else "cpu"
@@ -195,7 +195,7 @@ def long_prompt_dataset(tokenizer: Any, prompt_tokens: int, n_prompts: int) -> t
     from datasets import Dataset
 
     from rmlib.data.pair import Pair
-    from rmlib.prompts import pref_messages, render
+    from rmlib.judge.prompts import pref_messages, render
 
     def build(words: int, i: int) -> list[dict[str, str]]:
         text = (FILLER * (words // 20 + 1))[: words * 6]
@@ -254,7 +254,7 @@ def grpo_part(args: argparse.Namespace, ckpt: Path, use_vllm: bool, seed: int = 
     colocated engine, whether the engine followed the policy)."""
     import torch
 
-    from rmlib.models import load_tokenizer
+    from rmlib.generation.models import load_tokenizer
     from rmlib.training import colocate
     from rmlib.training.grpo_trainer import build_trainer
 
@@ -338,7 +338,7 @@ def grpo_part(args: argparse.Namespace, ckpt: Path, use_vllm: bool, seed: int = 
     }
 
 
-# a 24 GB card's usable memory (rmlib.plan's 24gb class: L4 / A10 / RTX 4090)
+# a 24 GB card's usable memory (rmlib.workbook.plan's 24gb class: L4 / A10 / RTX 4090)
 CARD_24GB_GIB = 22.5
 
 
@@ -366,7 +366,7 @@ def engine_part(args: argparse.Namespace, ckpt: Path) -> dict[str, Any]:
 
     from rmlib.generation import vllm as rv
     from rmlib.generation.base import SamplingParams
-    from rmlib.models import load_tokenizer
+    from rmlib.generation.models import load_tokenizer
 
     on_cuda = torch.cuda.is_available()
     tokenizer = load_tokenizer(str(ckpt))
@@ -415,7 +415,7 @@ DRIVER_FLOOR = 580
 
 def driver_check(on_cuda: bool, version: str | None = None) -> dict[str, Any]:
     """The NVIDIA driver against the floor torch's CUDA 13 build needs (ok None: no GPU here)."""
-    from rmlib.run import cuda_driver
+    from rmlib.workbook.execute import cuda_driver
 
     version = version if version is not None else (cuda_driver() if on_cuda else None)
     major = int(version.split(".")[0]) if version and version.split(".")[0].isdigit() else None
@@ -463,7 +463,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     import torch
     import transformers
 
-    from rmlib.run import installed_version
+    from rmlib.workbook.execute import installed_version
 
     on_cuda = torch.cuda.is_available()
     names = [*PARTS, *(["grpo_hf"] if args.hf else [])]

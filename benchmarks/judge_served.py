@@ -7,7 +7,7 @@ adapter served by `rmlib serve --checkpoint` (vLLM's own OpenAI server). On a CP
 the adapter into the model (adapter mode 'auto'; vLLM's CPU LoRA is several times slower), from
 one cached merge.
 Both predictions are scored by `rmlib score`. Then a sample group: three completions of one
-prompt rewarded by the served judge as a TRL reward function would (`rmlib.reward_judge`: group
+prompt rewarded by the served judge as a TRL reward function would (`rmlib.tools.reward`: group
 opponents, both orders; and soft rewards against a reference). Prints one JSON object: wall
 times, share parsed, accuracy, how many verdicts agree, the rewards. Timings on a shared
 machine are under contention: say so when quoting them.
@@ -36,9 +36,9 @@ ROOT = Path(__file__).resolve().parents[1]
 
 def warm_adapter(out: Path) -> float:
     """SmolLM2's format warm-up adapter, trained as params/demo.yaml does it; seconds taken."""
-    from rmlib.config import load_config
-    from rmlib.models import load_tokenizer
-    from rmlib.prompts import PromptFormat
+    from rmlib.generation.models import load_tokenizer
+    from rmlib.judge.prompts import PromptFormat
+    from rmlib.run.config import load_config
     from rmlib.training.sft import run_warmup, warmup_pairs
 
     cfg = load_config(ROOT / "params" / "demo.yaml")
@@ -59,7 +59,7 @@ def rmlib_serve(
 ) -> tuple[subprocess.Popen, str]:
     """`rmlib serve --checkpoint MODEL --adapter judge=ADAPTER`, waited for until it prints its
     endpoint (as a user would read it); returns the process and the endpoint."""
-    from rmlib.serve import free_ports
+    from rmlib.generation.servers import free_ports
 
     cmd = [sys.executable, "-m", "rmlib", "serve", "--checkpoint", MODEL,
            "--adapter", f"judge={adapter}", "--max-model-len", str(max_model_len),
@@ -97,8 +97,8 @@ def scored(predictions: Path, data: str) -> str:
 
 def sample_group(url: str, store: Path, max_new_tokens: int) -> dict[str, Any]:
     """A TRL reward call on one group of three completions, against the served judge."""
-    from rmlib.prompts import PromptBudget
-    from rmlib.reward_judge import http_judge
+    from rmlib.judge.prompts import PromptBudget
+    from rmlib.tools.reward import http_judge
 
     prompt = [{"role": "user", "content": "What is the capital of France? Answer briefly."}]
     completions = [

@@ -31,8 +31,8 @@ def main() -> None:
     from vllm import SamplingParams
 
     from rmlib.generation.vllm import EngineSettings, engine
-    from rmlib.prompts import build_pref_prompt
-    from rmlib.run_folder import RunFolder
+    from rmlib.judge.prompts import build_pref_prompt
+    from rmlib.run.folder import RunFolder
 
     llm = engine(
         EngineSettings(

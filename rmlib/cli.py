@@ -18,11 +18,11 @@ from typing import Any
 
 import yaml
 
-from rmlib.config import ConfigError, read_yaml
 from rmlib.data._io import HubUnavailable
 from rmlib.data.pair import DataError
-from rmlib.lab import add_lab_parser
-from rmlib.run import NotebookFailed, RunFolderBusy
+from rmlib.run.config import ConfigError, read_yaml
+from rmlib.workbook.execute import NotebookFailed, RunFolderBusy
+from rmlib.workbook.lab import add_lab_parser
 
 # argparse's convention: 2 for a command-line usage error, 1 for a data or runtime error
 EXIT_ERROR = 1
@@ -158,7 +158,7 @@ def _data_stats(args: argparse.Namespace) -> int:
     )
     stats = result.stats()
     if args.lengths:
-        from rmlib.plan.lengths import load_tokenizer, measure, write_lengths
+        from rmlib.workbook.plan.lengths import load_tokenizer, measure, write_lengths
 
         entry = measure(result.pairs, load_tokenizer(args.tokenizer), args.tokenizer)
         entry.update(path=result.path, split=result.split)
@@ -325,7 +325,7 @@ def _add_preflight_options(run: argparse.ArgumentParser) -> None:
         action="store_true",
         help="run a few items of every notebook on the real model at the profile's longest "
         "prompts, GRPO a step or two at its batch sizes, into outputs/<run>-preflight (emptied "
-        "first; never the run's own folder); prints pass/FAIL per notebook (rmlib.preflight)",
+        "first; never the run's own folder); prints pass/FAIL per notebook (rmlib.workbook.preflight)",
     )
     run.add_argument(
         "--preflight-items",
@@ -346,7 +346,7 @@ def _add_preflight_options(run: argparse.ArgumentParser) -> None:
 
 
 def _preflight(args: argparse.Namespace) -> int:
-    from rmlib.preflight import format_checks, run_preflight
+    from rmlib.workbook.preflight import format_checks, run_preflight
 
     if args.dry_run or args.force:
         raise UsageError("--preflight runs into its own fresh folder: no --dry-run, no --force")
@@ -362,15 +362,15 @@ def _preflight(args: argparse.Namespace) -> int:
 
 
 def _run(args: argparse.Namespace) -> int:
-    from rmlib import run as runner
-    from rmlib.config import load_config
+    from rmlib.run.config import load_config
+    from rmlib.workbook import execute as runner
 
     if args.preflight:
         return _preflight(args)
     overrides = dict(args.overrides)
     if args.dry_run:
-        from rmlib.plan import format_plan, gpu_class
-        from rmlib.plan import plan as plan_run
+        from rmlib.workbook.plan import format_plan, gpu_class
+        from rmlib.workbook.plan import plan as plan_run
 
         if args.name:  # validated as the params' run.name is
             overrides["run.name"] = args.name
@@ -406,11 +406,11 @@ def _run(args: argparse.Namespace) -> int:
 
 
 def _sweep(args: argparse.Namespace) -> int:
-    from rmlib import run as runner
-    from rmlib.config import load_config, sweep_points
+    from rmlib.run.config import load_config, sweep_points
+    from rmlib.workbook import execute as runner
 
     if args.dry_run:
-        from rmlib.plan import plan as plan_run
+        from rmlib.workbook.plan import plan as plan_run
 
         plans = []
         for point in sweep_points(load_config(args.params)):
@@ -494,7 +494,7 @@ def _add_serve(sub: argparse._SubParsersAction) -> None:
 
 
 def _serve(args: argparse.Namespace) -> int:
-    from rmlib import serve
+    from rmlib.generation import servers as serve
 
     if (args.params is None) == (args.checkpoint is None):
         raise UsageError("give PARAMS.yaml or --checkpoint MODEL (one of them)")
@@ -523,9 +523,9 @@ def _servers(args: argparse.Namespace) -> Iterator[tuple[Any, Any]]:
     """`rmlib serve`'s servers and the run config they serve (None with --checkpoint)."""
     from pathlib import Path
 
-    from rmlib import serve
-    from rmlib.config import GenerationSection, load_config
-    from rmlib.run_folder import RunFolder
+    from rmlib.generation import servers as serve
+    from rmlib.run.config import GenerationSection, load_config
+    from rmlib.run.folder import RunFolder
 
     adapters = dict(args.adapters)
     if args.checkpoint is None:
@@ -581,8 +581,8 @@ def _add_fetch(sub: argparse._SubParsersAction) -> None:
 
 
 def _fetch(args: argparse.Namespace) -> int:
-    from rmlib.config import load_config
-    from rmlib.fetch import downloads, fetch
+    from rmlib.run.config import load_config
+    from rmlib.workbook.fetch import downloads, fetch
 
     items, skipped = downloads(load_config(args.params, dict(args.overrides)))
     for line in [d.line() for d in items] + [f"skip      {s}" for s in skipped]:
@@ -597,7 +597,7 @@ def _fetch(args: argparse.Namespace) -> int:
 
 
 def _add_judge(sub: argparse._SubParsersAction) -> None:
-    from rmlib.judging import JUDGE_METHODS
+    from rmlib.tools.judge import JUDGE_METHODS
 
     judge = sub.add_parser(
         "judge",
@@ -606,7 +606,7 @@ def _add_judge(sub: argparse._SubParsersAction) -> None:
         "order or both, with the embedded model, a hub id or local checkpoint (+ adapter) on "
         "vLLM in this process, or OpenAI-compatible servers (--endpoint). Every generation is "
         "stored (SQLite beside the output, or --store): an interrupted call resumes. See "
-        "rmlib.judging for the output's columns.",
+        "rmlib.tools.judge for the output's columns.",
     )
     judge.add_argument(
         "pairs",
@@ -697,7 +697,7 @@ def _add_judge(sub: argparse._SubParsersAction) -> None:
 
 
 def _judge(args: argparse.Namespace) -> int:
-    from rmlib.judging import config_from_args, judge_file, load_pairs
+    from rmlib.tools.judge import config_from_args, judge_file, load_pairs
 
     if (args.pairs is None) == (args.source is None):
         raise UsageError("give a pairs file or --source (one of them)")

@@ -30,7 +30,7 @@ from contextlib import contextmanager
 LOG_LINES: tuple[tuple[str, str], ...] = (
     # bitsandbytes on CPUs with AVX-512 BF16 tries to fetch a 4-bit GEMM kernel from the hub
     # through the `kernels` package, which we never install (it would download at run time);
-    # its fallback is the plain kernel, which is what the guard in rmlib.models expects
+    # its fallback is the plain kernel, which is what the guard in rmlib.generation.models expects
     (
         "bitsandbytes.backends.cpu.ops",
         "Failed to load CPU gemm_4bit_forward from kernels-community",

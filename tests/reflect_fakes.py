@@ -1,6 +1,6 @@
 """A scripted Backend for unit tests of judge/reflect: known verdict texts and log-probs.
 
-It reads the real prompts (rmlib.prompts) to tell which pair, order, sample and critique slots a
+It reads the real prompts (rmlib.judge.prompts) to tell which pair, order, sample and critique slots a
 prompt is about, and answers from a script, so the selection and voting logic can be checked
 exactly. A test double, used only in unit tests.
 """
@@ -14,7 +14,7 @@ from pathlib import Path
 
 from rmlib.data.pair import Pair
 from rmlib.generation.base import Generation, SamplingParams
-from rmlib.verdict import result_sentence
+from rmlib.judge.verdict import result_sentence
 
 FAILURE_TEXTS = {
     "missing": "<Analysis>I could not decide.</Analysis> no verdict here",

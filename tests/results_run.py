@@ -21,15 +21,15 @@ from pathlib import Path
 
 from reflect_fakes import Scripted, ScriptedBackend, qwen3_tokenizer
 
-from rmlib.config import config_from_dict
 from rmlib.data.demo import load_demo
 from rmlib.data.pair import Pair
 from rmlib.generation.base import Generation
-from rmlib.pipeline import pairs_frame
-from rmlib.prompts import PromptFormat
+from rmlib.judge.prompts import PromptFormat
+from rmlib.judge.verdict import result_sentence
 from rmlib.reflect import run_reflectrm
-from rmlib.run_folder import RunFolder
-from rmlib.verdict import result_sentence
+from rmlib.run.config import config_from_dict
+from rmlib.run.folder import RunFolder
+from rmlib.workbook.steps import pairs_frame
 
 N = 4
 N_PAIRS = 8

@@ -17,12 +17,12 @@ import yaml
 from results_run import DemoBackend, base_script, qwen3_tokenizer, shared_run, unified_script
 
 from rmlib import analysis as res
-from rmlib import pipeline as pl
-from rmlib import run_models
-from rmlib.config import config_from_dict
-from rmlib.prompts import PromptFormat
+from rmlib.judge.prompts import PromptFormat
 from rmlib.reflect import STAGE2_METHODS, run_reflectrm
-from rmlib.run_folder import RunFolder
+from rmlib.run import models as run_models
+from rmlib.run.config import config_from_dict
+from rmlib.run.folder import RunFolder
+from rmlib.workbook import steps as pl
 
 MODELS = ["base", "same_volume", "unified", "refl_only"]
 

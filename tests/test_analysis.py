@@ -16,7 +16,7 @@ from results_run import one_order_copy, shared_run
 
 from rmlib import analysis as res
 from rmlib import paper
-from rmlib.config import config_from_dict
+from rmlib.run.config import config_from_dict
 
 
 @pytest.fixture(scope="module")

@@ -57,7 +57,7 @@ def test_quick_benchmark_on_the_tiny_model(tmp_path, capsys):
 
 
 def test_generation_throughput_rows():
-    from rmlib.models import TINY_QWEN3, load_backbone
+    from rmlib.generation.models import TINY_QWEN3, load_backbone
 
     model, tok = load_backbone(TINY_QWEN3, precision="fp32")
     rows = _bench().generation_throughput(

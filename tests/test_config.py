@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from rmlib.config import (
+from rmlib.run.config import (
     SECTIONS,
     ConfigError,
     Scheduler,
@@ -174,7 +174,7 @@ def test_one_home_for_each_shared_prompt_setting():
     """enable_thinking and critique_with_result live in exactly one section each."""
     import dataclasses
 
-    from rmlib.config import _section_class
+    from rmlib.run.config import _section_class
 
     homes = {
         key: [n for n in SECTIONS if key in {f.name for f in dataclasses.fields(_section_class(n))}]
@@ -311,7 +311,7 @@ def test_every_number_of_the_params_has_a_range():
     """A numeric field added as a bare int or float (no range) fails here."""
     import dataclasses
 
-    from rmlib.config import DatasetSpec, _section_class
+    from rmlib.run.config import DatasetSpec, _section_class
 
     classes = {name: _section_class(name) for name in SECTIONS} | {"data.eval[]": DatasetSpec}
 
@@ -478,7 +478,7 @@ def test_chunk_size_follows_the_backend():
 
 
 def test_auto_precision_follows_the_cpu(monkeypatch):
-    from rmlib import models
+    from rmlib.generation import models
 
     monkeypatch.setattr(models.torch.cuda, "is_available", lambda: False)
     monkeypatch.setattr(models, "_cpu_flags", lambda: ["avx2", "fma"])
@@ -492,7 +492,7 @@ def test_auto_precision_follows_the_cpu(monkeypatch):
 
 
 def test_a_real_backbone_without_cuda_is_refused_before_any_work():
-    from rmlib.run import check_device
+    from rmlib.workbook.execute import check_device
 
     qwen = load_config(ROOT / "params" / "qwen3-4b-quick.yaml")
     with pytest.raises(ConfigError, match=r"needs a CUDA device .* model.allow_cpu: true"):
@@ -504,7 +504,7 @@ def test_a_real_backbone_without_cuda_is_refused_before_any_work():
 
 
 def test_vllm_engine_settings_of_a_run():
-    from rmlib.backends import vllm_settings
+    from rmlib.run.backends import vllm_settings
 
     over = {"generation.backend": "vllm", "generation.adapters": "lora"}
     cfg = load_config(ROOT / "params" / "smoke.yaml", over)
@@ -529,10 +529,10 @@ def test_the_base_engine_enables_lora_only_where_adapters_are_served(tmp_path, m
     """02's rollouts (backend() as 02 calls it) start an engine without LoRA; 04's base model
     (with_adapters) starts the engine its adapters share. No engine starts: its settings are
     caught."""
-    from rmlib import backends
     from rmlib.generation import vllm as rv
-    from rmlib.models import TINY_QWEN3
-    from rmlib.run_folder import RunFolder
+    from rmlib.generation.models import TINY_QWEN3
+    from rmlib.run import backends
+    from rmlib.run.folder import RunFolder
 
     over = {"generation.backend": "vllm", "generation.adapters": "lora"}
     cfg = load_config(ROOT / "params" / "smoke.yaml", over)
@@ -553,7 +553,7 @@ def test_mix_variants_have_one_list():
 
 
 def test_run_config_has_a_typed_property_per_section():
-    from rmlib.config import SECTIONS, RunConfig
+    from rmlib.run.config import SECTIONS, RunConfig
 
     cfg = config_from_dict({})
     props = {n for n, v in vars(RunConfig).items() if isinstance(v, property)}

@@ -16,8 +16,8 @@ from rmlib.data.demo import (
     split_of,
 )
 from rmlib.data.pair import Pair
-from rmlib.prompts import format_judgment
-from rmlib.verdict import parse_verdict
+from rmlib.judge.prompts import format_judgment
+from rmlib.judge.verdict import parse_verdict
 
 REFUSAL_WORDS = re.compile(r"sorry|can't|cannot|decline|unable|won't", re.IGNORECASE)
 
@@ -108,7 +108,7 @@ def test_slot_placement_varies_with_seed():
 def test_texts_are_short(train, evals):
     from transformers import AutoTokenizer
 
-    from rmlib.models import qwen3_tokenizer_dir
+    from rmlib.generation.models import qwen3_tokenizer_dir
 
     tok = AutoTokenizer.from_pretrained(qwen3_tokenizer_dir())
     for p in train + evals:

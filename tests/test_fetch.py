@@ -6,8 +6,8 @@ from pathlib import Path
 import pytest
 
 from rmlib import cli
-from rmlib.config import load_config
-from rmlib.fetch import downloads
+from rmlib.run.config import load_config
+from rmlib.workbook.fetch import downloads
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -91,7 +91,7 @@ def test_fetch_downloads_the_model_snapshot_and_each_set_as_its_loader_loads_it(
 def test_fetch_makes_the_same_load_dataset_call_as_the_loader(monkeypatch, spec):
     """Offline, the loader finds in the cache only what the same call put there."""
     from rmlib.data import load
-    from rmlib.fetch import fetch
+    from rmlib.workbook.fetch import fetch
 
     hub = Hub(monkeypatch)
     monkeypatch.setattr(hub, "load_dataset", lambda repo_id, **kw: (

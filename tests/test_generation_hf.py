@@ -11,7 +11,7 @@ import torch
 from rmlib.generation.base import Backend, Generation, SamplingParams
 from rmlib.generation.batching import choose_tokens, filter_logits, plan_batches
 from rmlib.generation.hf import HFBackend
-from rmlib.models import TINY_QWEN3, load_backbone, resolve_model
+from rmlib.generation.models import TINY_QWEN3, load_backbone, resolve_model
 
 torch.set_num_threads(2)
 SAMPLING = SamplingParams(max_new_tokens=10, do_sample=True, temperature=1.0, seed=3)

@@ -12,7 +12,6 @@ import random
 import pytest
 import torch
 
-from rmlib import prompts as P
 from rmlib.data.demo import load_demo
 from rmlib.generation.base import Generation, SamplingParams
 from rmlib.generation.batching import (
@@ -23,7 +22,8 @@ from rmlib.generation.batching import (
     shared_prefix_groups,
 )
 from rmlib.generation.hf import HFBackend
-from rmlib.models import TINY_QWEN3, load_backbone
+from rmlib.generation.models import TINY_QWEN3, load_backbone
+from rmlib.judge import prompts as P
 
 torch.set_num_threads(2)
 GREEDY = SamplingParams.greedy(max_new_tokens=8)

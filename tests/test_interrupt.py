@@ -19,13 +19,13 @@ HELPER = """
 import sys
 from pathlib import Path
 
-import rmlib.run
-import rmlib.run_folder
+import rmlib.workbook.execute
+import rmlib.run.folder
 from rmlib.cli import main
 
 root = Path(sys.argv[1])
 # notebooks/ of the test, not the project's (the params check and the runner both look there)
-rmlib.run.project_root = rmlib.run_folder.project_root = lambda: root
+rmlib.workbook.execute.project_root = rmlib.run.folder.project_root = lambda: root
 sys.exit(main(["run", str(root / "params.yaml")]))
 """
 

@@ -7,14 +7,14 @@ import pytest
 from reflect_fakes import Scripted, ScriptedBackend, make_pair, qwen3_tokenizer
 
 from rmlib.generation.base import Generation, SamplingParams
-from rmlib.judge import (
+from rmlib.judge.judgments import (
     REFLECTION_COLUMNS,
     ROLLOUT_COLUMNS,
     ReflectionRequest,
     judge_pairs,
     judge_reflections,
 )
-from rmlib.prompts import PromptFormat
+from rmlib.judge.prompts import PromptFormat
 
 SCRIPT = {
     "t:A:given": Scripted(

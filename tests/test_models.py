@@ -1,4 +1,4 @@
-"""rmlib.models: embedded offline models, loading by precision/adapter, the bnb CPU guard."""
+"""rmlib.generation.models: embedded offline models, loading by precision/adapter, the bnb CPU guard."""
 
 from __future__ import annotations
 
@@ -9,10 +9,10 @@ from pathlib import Path
 import pytest
 import torch
 
-from rmlib import models
+from rmlib.generation import models
 from rmlib.generation.base import SamplingParams
 from rmlib.generation.hf import HFBackend
-from rmlib.models import (
+from rmlib.generation.models import (
     TINY_QWEN3,
     ModelLoadError,
     guard_bnb_cpu,

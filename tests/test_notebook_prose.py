@@ -3,7 +3,7 @@
 The backbone, the precisions, the generator and the adapter method differ between the demo,
 smoke and Qwen3-4B profiles (and, with precision auto, between machines), so prose that names
 them is false for some run (notebook 03 once read "GRPO with QLoRA … 4-bit NF4 backbone" over a
-bf16 run). The notebooks display `rmlib.run_facts.what_ran` instead, rendered from the run's
+bf16 run). The notebooks display `rmlib.workbook.facts.what_ran` instead, rendered from the run's
 manifest.json; these tests keep the terms below out of their markdown cells and check the line.
 """
 
@@ -14,9 +14,9 @@ from pathlib import Path
 import nbformat
 import pytest
 
-from rmlib.config import load_config
-from rmlib.run_facts import what_ran
-from rmlib.run_folder import RunFolder
+from rmlib.run.config import load_config
+from rmlib.run.folder import RunFolder
+from rmlib.workbook.facts import what_ran
 
 ROOT = Path(__file__).resolve().parents[1]
 NOTEBOOKS = sorted((ROOT / "notebooks").glob("*.ipynb"))
@@ -81,7 +81,7 @@ def test_every_model_notebook_displays_what_ran(path):
 
 
 def _manifest(run: Path, train_precision: str, precision: str = "bf16") -> None:
-    """A manifest.json with the sections what_ran reads, as rmlib.run.manifest writes them."""
+    """A manifest.json with the sections what_ran reads, as rmlib.workbook.execute.manifest writes them."""
     cfg = load_config(ROOT / "params" / "demo.yaml")
     sampled_by = "vLLM colocate, " + (
         "unquantized base + the adapter by LoRARequest"

@@ -5,9 +5,9 @@ from __future__ import annotations
 import json
 from types import SimpleNamespace
 
-from rmlib import pipeline
-from rmlib.config import config_from_dict
-from rmlib.run_folder import RunFolder
+from rmlib.run.config import config_from_dict
+from rmlib.run.folder import RunFolder
+from rmlib.workbook import steps as pipeline
 
 
 def _cfg(**warmup):

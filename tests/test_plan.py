@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from rmlib import plan as planner
-from rmlib.config import load_config
+from rmlib.run.config import load_config
+from rmlib.workbook import plan as planner
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -336,7 +336,7 @@ def test_model_facts():
 
 
 def test_embedded_facts_agree_with_rmlib_models():
-    models = pytest.importorskip("rmlib.models")  # imports torch
+    models = pytest.importorskip("rmlib.generation.models")  # imports torch
     for name, dims in (
         ("Qwen/Qwen3-4B", models.QWEN3_4B_DIMS),
         (models.TINY_QWEN3, models.TINY_QWEN3_DIMS),
@@ -551,7 +551,7 @@ def test_judgment_lengths_and_easy_share_are_parameters():
 
 
 def test_training_flops_count_every_forward_trl_runs():
-    from rmlib.plan.constants import train_flops_per_param
+    from rmlib.workbook.plan.constants import train_flops_per_param
 
     paper = _profile("qwen3-4b-paper").grpo
     assert train_flops_per_param(paper)[0] == 10
@@ -602,7 +602,7 @@ def test_smallest_detectable_difference_by_hand():
 
 
 def test_plan_section_does_not_change_the_params_hash():
-    from rmlib.run import params_hash
+    from rmlib.workbook.execute import params_hash
 
     a = _profile("smoke")
     b = _profile("smoke", **{"plan.easy_share": 0.9})
@@ -612,7 +612,7 @@ def test_plan_section_does_not_change_the_params_hash():
 
 def _cpu_file(path: Path, scale: float = 1.0, **constants: float) -> Path:
     """A CPU constants file: 5 GB/s and 0.05 TFLOPS (times `scale`), an engine start of 35 s."""
-    from rmlib.plan.calibrate import write_cpu_constants
+    from rmlib.workbook.plan.calibrate import write_cpu_constants
 
     write_cpu_constants(
         path,
@@ -627,7 +627,7 @@ def _cpu_file(path: Path, scale: float = 1.0, **constants: float) -> Path:
 
 
 def test_cpu_calibration_compares_predictions_with_a_runs_times(tmp_path):
-    from rmlib.plan.calibrate import compare, format_comparison, measured_seconds
+    from rmlib.workbook.plan.calibrate import compare, format_comparison, measured_seconds
 
     path = _cpu_file(tmp_path / "cpu.json", notebook_overhead_s=6.0)
     cfg = _profile("demo")
@@ -699,7 +699,7 @@ def test_data_stats_writes_length_statistics(tmp_path):
 def test_calibrate_cpu_is_one_command(tmp_path):
     """benchmarks/calibrate_cpu.py with a constants file given (no measuring): predicts the demo
     and prints the comparison; its exit status says whether every notebook is within."""
-    from rmlib.plan.calibrate import write_cpu_constants
+    from rmlib.workbook.plan.calibrate import write_cpu_constants
 
     path = tmp_path / "cpu.json"
     write_cpu_constants(

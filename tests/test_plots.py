@@ -15,7 +15,7 @@ from results_run import one_order_copy, shared_run
 from rmlib import analysis as res
 from rmlib import plots
 from rmlib.data.demo import load_demo
-from rmlib.pipeline import response_lengths
+from rmlib.workbook.steps import response_lengths
 
 # a warning in a figure prints in the executed notebook (the workbook's noise check fails on it)
 pytestmark = pytest.mark.filterwarnings("error")
@@ -191,7 +191,7 @@ def test_parse_failures_skip_models_without_tables(run, tmp_path):
         2,
         2,
     ]
-    from rmlib.run_folder import RunFolder
+    from rmlib.run.folder import RunFolder
 
     empty_run = RunFolder(tmp_path / "empty")
     fig = plots.parse_failures(empty_run, ["base"])
@@ -218,7 +218,7 @@ def test_confidence_distributions_stack_every_parsed_judgment(tables, run, tmp_p
         assert heights == calibration.loc[calibration["model"] == model, "n"].sum() > 0
     assert [ax.get_title().split()[1] for ax in fig.axes] == ["base", "unified"]
     assert "wrong (12)" in _texts(fig)  # unified: 40 right, 12 wrong of 52 parsed
-    from rmlib.run_folder import RunFolder
+    from rmlib.run.folder import RunFolder
 
     fig = plots.confidence_distributions(RunFolder(tmp_path / "empty"), ["base"])
     assert "No parsed stage-1 judgments" in _texts(fig)

@@ -7,10 +7,10 @@ from pathlib import Path
 import pytest
 
 from rmlib import cli
-from rmlib import preflight as pf
-from rmlib.config import load_config
 from rmlib.data import load
-from rmlib.pipeline import padded
+from rmlib.run.config import load_config
+from rmlib.workbook import preflight as pf
+from rmlib.workbook.steps import padded
 
 ROOT = Path(__file__).resolve().parents[1]
 PROFILES = ["smoke", "demo", "qwen3-4b-quick", "qwen3-4b-paper"]

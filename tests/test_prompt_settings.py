@@ -9,14 +9,14 @@ from pathlib import Path
 
 import pytest
 
-from rmlib import pipeline
-from rmlib.config import config_from_dict
 from rmlib.generation.base import Generation
-from rmlib.models import TINY_QWEN3, load_tokenizer
-from rmlib.prompts import render
-from rmlib.run_folder import RunFolder
+from rmlib.generation.models import TINY_QWEN3, load_tokenizer
+from rmlib.judge.prompts import render
+from rmlib.judge.verdict import result_sentence
+from rmlib.run.config import config_from_dict
+from rmlib.run.folder import RunFolder
 from rmlib.training.mix import load_mix
-from rmlib.verdict import result_sentence
+from rmlib.workbook import steps as pipeline
 
 THINKING_OPENING = "<|im_start|>assistant\n"
 NON_THINKING_OPENING = "<|im_start|>assistant\n<think>\n\n</think>\n\n"

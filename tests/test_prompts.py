@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from rmlib.data.pair import Pair
-from rmlib.prompts import (
+from rmlib.judge.prompts import (
     POLICIES,
     PROMPT_VERSION,
     TRUNCATION_MARKER,
@@ -19,7 +19,7 @@ from rmlib.prompts import (
     refl_messages,
     render,
 )
-from rmlib.verdict import analysis_text, parse_verdict
+from rmlib.judge.verdict import analysis_text, parse_verdict
 
 QUERY = "What is 17 + 25? Answer briefly."
 R1 = "17 + 25 = 42."
@@ -40,7 +40,7 @@ def make_pair(
 def qwen():
     from transformers import AutoTokenizer
 
-    from rmlib.models import qwen3_tokenizer_dir
+    from rmlib.generation.models import qwen3_tokenizer_dir
 
     return AutoTokenizer.from_pretrained(qwen3_tokenizer_dir())
 
@@ -167,7 +167,7 @@ def test_render_without_chat_template_raises(qwen):
 def test_render_smollm2_ignores_enable_thinking():
     from transformers import AutoTokenizer
 
-    from rmlib.models import SMOLLM2_GGUF, smollm2_gguf
+    from rmlib.generation.models import SMOLLM2_GGUF, smollm2_gguf
 
     try:
         gguf = smollm2_gguf()

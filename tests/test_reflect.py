@@ -13,9 +13,8 @@ import pandas as pd
 import pytest
 from reflect_fakes import Scripted, ScriptedBackend, make_pair, qwen3_tokenizer
 
-from rmlib.config import config_from_dict
-from rmlib.judge import confidence
-from rmlib.prompts import PromptFormat
+from rmlib.judge.judgments import confidence
+from rmlib.judge.prompts import PromptFormat
 from rmlib.reflect import (
     ReflectConfig,
     draw_random_winners,
@@ -27,6 +26,7 @@ from rmlib.reflect import (
     run_reflectrm,
     select_anchor,
 )
+from rmlib.run.config import config_from_dict
 
 # ---- confidence --------------------------------------------------------------------------------
 
@@ -460,7 +460,7 @@ def test_both_orders_run_each_order_through_the_method(tokenizer):
 
 
 def test_truncated_prompts_are_counted(tokenizer):
-    from rmlib.prompts import PromptBudget, build_pref_prompt
+    from rmlib.judge.prompts import PromptBudget, build_pref_prompt
 
     long_pair = make_pair("D", 2, r1_extra=" filler" * 1500)
     short = [make_pair(p, LABELS[p]) for p in "ABC"]
@@ -518,7 +518,7 @@ def test_stage2_prompts_have_their_own_budget(tokenizer):
     """Stage-1 prompts are fitted to max_prompt_tokens, stage-2 prompts to
     max_reflection_prompt_tokens: a pair cut for judging is shown whole to the reflection task
     when the reflection budget holds it."""
-    from rmlib.prompts import PromptBudget, build_pref_prompt
+    from rmlib.judge.prompts import PromptBudget, build_pref_prompt
 
     long_a = make_pair("A", 1, r1_extra=" filler" * 1500)
     pairs = [long_a, *(make_pair(p, LABELS[p]) for p in "BCD")]
@@ -601,8 +601,8 @@ def test_real_model_through_the_store_resumes(tmp_path):
     import torch
 
     from rmlib.generation.hf import HFBackend
+    from rmlib.generation.models import TINY_QWEN3, load_backbone
     from rmlib.generation.store import CachedBackend, GenerationStore
-    from rmlib.models import TINY_QWEN3, load_backbone
 
     torch.set_num_threads(2)
     model, tok = load_backbone(TINY_QWEN3, precision="fp32")

@@ -11,7 +11,7 @@ import pytest
 from reflect_fakes import Scripted, ScriptedBackend, make_pair, qwen3_tokenizer
 
 from rmlib.generation.store import CachedBackend, GenerationStore
-from rmlib.prompts import PromptFormat
+from rmlib.judge.prompts import PromptFormat
 from rmlib.reflect import (
     ReflectConfig,
     final_vote,

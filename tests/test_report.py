@@ -14,8 +14,8 @@ from results_run import shared_run
 
 from rmlib import analysis as res
 from rmlib import plots
-from rmlib import report as rep
-from rmlib.run_folder import RunFolder
+from rmlib.run.folder import RunFolder
+from rmlib.workbook import report as rep
 
 ROOT = Path(__file__).resolve().parents[1]
 LINK = re.compile(r"!\[[^\]]*\]\(([^)]+)\)")

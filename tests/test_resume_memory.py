@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from rmlib import run as runner
-from rmlib.config import ConfigError, load_config
+from rmlib.run.config import ConfigError, load_config
+from rmlib.workbook import execute as runner
 
 ROOT = Path(__file__).resolve().parents[1]
 SMOKE = ROOT / "params" / "smoke.yaml"

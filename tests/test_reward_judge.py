@@ -1,4 +1,4 @@
-"""rmlib.reward_judge with a scripted judge (fast): the TRL reward function's comparisons, orders,
+"""rmlib.tools.reward with a scripted judge (fast): the TRL reward function's comparisons, orders,
 groups, soft rewards and refusals; verl's compute_score from a store; the chat envelope."""
 
 from __future__ import annotations
@@ -17,12 +17,12 @@ from rmlib.generation.http import (
     _chat_generation,
     read_chat_prompt,
 )
+from rmlib.generation.models import TINY_QWEN3, load_tokenizer
 from rmlib.generation.store import CachedBackend, GenerationStore
-from rmlib.models import TINY_QWEN3, load_tokenizer
-from rmlib.prompts import PromptFormat, build_pref_prompt, count_tokens, render
+from rmlib.judge.prompts import PromptFormat, build_pref_prompt, count_tokens, render
+from rmlib.judge.verdict import parse_verdict, result_sentence, verdict_token
 from rmlib.reflect.settings import ReflectConfig
-from rmlib.reward_judge import JudgeReward, RewardJudgeConfig, compute_score
-from rmlib.verdict import parse_verdict, result_sentence, verdict_token
+from rmlib.tools.reward import JudgeReward, RewardJudgeConfig, compute_score
 
 _BLOCK = re.compile(r"\[(Response|Critique) ([12]) begins\]\n(.*?)\n\[\1 \2 ends\]", re.S)
 
@@ -273,9 +273,9 @@ def test_the_model_card_shows_the_adapter_judging_served_and_as_a_reward(tmp_pat
 
 
 def test_a_run_selects_the_chat_api_and_declares_its_log_probs(tmp_path):
-    from rmlib import backends
-    from rmlib.config import ConfigError, config_from_dict
-    from rmlib.run_folder import RunFolder
+    from rmlib.run import backends
+    from rmlib.run.config import ConfigError, config_from_dict
+    from rmlib.run.folder import RunFolder
 
     generation = {"backend": "http", "endpoints": ["http://127.0.0.1:9"], "progress": False}
     cfg = config_from_dict(

@@ -17,11 +17,11 @@ from test_generation_http import MODEL, vllm_server  # noqa: F401  (the server f
 
 from rmlib.generation.base import SamplingParams
 from rmlib.generation.http import VLLM_EXTRAS
+from rmlib.generation.models import TINY_QWEN3, resolve_model
 from rmlib.generation.store import CachedBackend, GenerationStore
-from rmlib.models import TINY_QWEN3, resolve_model
+from rmlib.judge.verdict import parse_verdict
 from rmlib.reflect.settings import ReflectConfig
-from rmlib.reward_judge import compute_score, http_judge
-from rmlib.verdict import parse_verdict
+from rmlib.tools.reward import compute_score, http_judge
 
 pytestmark = [
     pytest.mark.slow,

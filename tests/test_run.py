@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from rmlib import run as runner
-from rmlib.config import load_config
-from rmlib.plan import plan as plan_run
+from rmlib.run.config import load_config
+from rmlib.workbook import execute as runner
+from rmlib.workbook.plan import plan as plan_run
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -132,10 +132,10 @@ def test_a_run_name_that_leaves_output_root_is_refused_before_any_work(tmp_path,
 
 @pytest.fixture
 def hold() -> Iterator[Callable[[Path], subprocess.Popen]]:
-    """Start a process holding a folder's lock (`rmlib.run.holding`) until killed."""
+    """Start a process holding a folder's lock (`rmlib.workbook.execute.holding`) until killed."""
     procs: list[subprocess.Popen] = []
     code = (
-        "import sys, time; from pathlib import Path; from rmlib.run import holding\n"
+        "import sys, time; from pathlib import Path; from rmlib.workbook.execute import holding\n"
         "folder = Path(sys.argv[1]); folder.mkdir(parents=True, exist_ok=True)\n"
         "with holding(folder):\n    print('held', flush=True); time.sleep(600)\n"
     )
@@ -344,7 +344,7 @@ def test_cli_numeric_options_refuse_out_of_range_values(capsys, argv, line):
 
 
 def test_run_refuses_a_missing_notebook_before_any_work(tmp_path):
-    from rmlib.config import ConfigError
+    from rmlib.run.config import ConfigError
 
     over = {"run.notebooks": ["01_data", "99_nope"], "run.output_root": str(tmp_path)}
     with pytest.raises(ConfigError, match=r"'run.notebooks\[1\]': '99_nope' is not one of"):

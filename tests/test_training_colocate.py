@@ -11,8 +11,8 @@ import os
 import pytest
 import torch
 
+from rmlib.generation.models import TINY_QWEN3, load_tokenizer
 from rmlib.generation.vllm import vllm_lora_rank
-from rmlib.models import TINY_QWEN3, load_tokenizer
 from rmlib.training import colocate
 from rmlib.training.grpo_trainer import build_trainer
 

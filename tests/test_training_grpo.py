@@ -16,10 +16,11 @@ import pytest
 import torch
 from safetensors.torch import load_file
 
-from rmlib.config import config_from_dict
 from rmlib.data.demo import load_demo
-from rmlib.models import TINY_QWEN3, load_tokenizer
-from rmlib.prompts import PromptFormat
+from rmlib.generation.models import TINY_QWEN3, load_tokenizer
+from rmlib.judge.prompts import PromptFormat
+from rmlib.judge.verdict import result_sentence
+from rmlib.run.config import config_from_dict
 from rmlib.training.grpo import last_checkpoint, train_grpo
 from rmlib.training.grpo_config import GRPOSettings, batch_plan
 from rmlib.training.grpo_trainer import build_trainer
@@ -27,7 +28,6 @@ from rmlib.training.mix import TrainMixConfig, build_mix
 from rmlib.training.model_card import EVAL_END, EVAL_START, fill_evaluation
 from rmlib.training.progress import progress_table
 from rmlib.training.reward import JudgmentReward
-from rmlib.verdict import result_sentence
 
 pytestmark = [
     pytest.mark.slow,
@@ -316,7 +316,7 @@ def test_generate_after_training_keeps_qlora_gradients_exact(mix, tmp_path):
     simulated before the trainer is built; the trainer's guard must undo it."""
     import bitsandbytes as bnb
 
-    from rmlib import models
+    from rmlib.generation import models
 
     real_load = models.load_backbone
 
@@ -431,9 +431,9 @@ def test_trl_config_is_parsed_by_the_librarys_parser(tmp_path):
 
     from trl import GRPOConfig
 
-    from rmlib.config import ConfigError
-    from rmlib.run import check_trl_keys
+    from rmlib.run.config import ConfigError
     from rmlib.training.grpo_config import grpo_args
+    from rmlib.workbook.execute import check_trl_keys
 
     cfg = GRPOSettings(beta=0.01, top_k=5, save_total_limit=3, trl={"num_iterations": 2})
     args = grpo_args(cfg, tmp_path, seed=7)

@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pytest
 
-from rmlib.config import ConfigError, config_from_dict, load_config
+from rmlib.run.config import ConfigError, config_from_dict, load_config
 from rmlib.training.grpo_config import GRPOSettings, batch_plan, per_process
 from rmlib.training.launch import SPEC_JSON, TrainJob, command, run_job
 
@@ -264,7 +264,7 @@ def test_grpo_on_two_cpu_processes_through_the_runs_launcher(tmp_path, capfd):
     would each make 1-prompt steps: floor(3 / 1) x 2 = 6."""
     from test_training_grpo import tiny_mix, tiny_settings
 
-    from rmlib.models import TINY_QWEN3
+    from rmlib.generation.models import TINY_QWEN3
     from rmlib.training.progress import progress_table
 
     mix, path = tiny_mix(tmp_path)

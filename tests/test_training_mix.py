@@ -9,11 +9,12 @@ from fractions import Fraction
 import pandas as pd
 import pytest
 
-from rmlib.config import config_from_dict
 from rmlib.data.demo import load_demo
 from rmlib.data.pair import DataError, Pair
-from rmlib.models import load_tokenizer, qwen3_tokenizer_dir
-from rmlib.prompts import PromptBudget, PromptFormat, render
+from rmlib.generation.models import load_tokenizer, qwen3_tokenizer_dir
+from rmlib.judge.prompts import PromptBudget, PromptFormat, render
+from rmlib.judge.verdict import result_sentence
+from rmlib.run.config import config_from_dict
 from rmlib.training.mix import (
     TrainMixConfig,
     build_mix,
@@ -25,7 +26,6 @@ from rmlib.training.mix import (
     ratio_text,
     select_items,
 )
-from rmlib.verdict import result_sentence
 
 
 @pytest.fixture(scope="module")

@@ -8,10 +8,17 @@ from pathlib import Path
 import pytest
 import torch
 
-from rmlib.config import load_config
 from rmlib.data.demo import load_demo
-from rmlib.models import SMOLLM2, TINY_QWEN3, load_backbone, load_tokenizer, resolve_model
-from rmlib.prompts import PromptBudget, PromptFormat, build_pref_prompt
+from rmlib.generation.models import (
+    SMOLLM2,
+    TINY_QWEN3,
+    load_backbone,
+    load_tokenizer,
+    resolve_model,
+)
+from rmlib.judge.prompts import PromptBudget, PromptFormat, build_pref_prompt
+from rmlib.judge.verdict import parse_verdict
+from rmlib.run.config import load_config
 from rmlib.training.sft import (
     WarmupConfig,
     build_sft_trainer,
@@ -20,7 +27,6 @@ from rmlib.training.sft import (
     warmup_dataset,
     warmup_pairs,
 )
-from rmlib.verdict import parse_verdict
 
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -6,7 +6,7 @@ import dataclasses
 
 import pytest
 
-from rmlib.verdict import (
+from rmlib.judge.verdict import (
     AMBIGUOUS,
     EMPTY,
     FAILURE_KINDS,

@@ -141,7 +141,7 @@ def _parseable_store(path: Path) -> None:
     (the tiny random judge's own are all cut off at 24 tokens, so stage 2 would have no call)."""
     import sqlite3
 
-    from rmlib.verdict import result_sentence
+    from rmlib.judge.verdict import result_sentence
 
     with sqlite3.connect(path / "generations.sqlite") as db:
         rows = db.execute("SELECT key, sample, generation FROM generations").fetchall()
@@ -162,9 +162,9 @@ def _reflection_only_judge_reuses_stage1(path: Path) -> None:
     import torch
     from safetensors.torch import load_file, save_file
 
-    from rmlib import pipeline as pl
     from rmlib.reflect import STAGE2_METHODS
-    from rmlib.run_folder import RunFolder
+    from rmlib.run.folder import RunFolder
+    from rmlib.workbook import steps as pl
 
     _parseable_store(path)
     run = RunFolder(path)

@@ -1,7 +1,7 @@
 """The run's result tables: accuracy, paired comparisons, analysis quality, position bias.
 
 Pure functions over the tables a run folder holds (`pairs_eval`, and per evaluated model
-`rollouts_<m>`, `reflections_<m>`, `predictions_<m>`; see `rmlib.pipeline`). Each builder also
+`rollouts_<m>`, `reflections_<m>`, `predictions_<m>`; see `rmlib.workbook.steps`). Each builder also
 writes what it computed, JSON-ready, to a section of `metrics.json` (named in its docstring), and
 the main table to `tables/results_main.parquet`, so the report and a sweep read them back without
 recomputing.

@@ -21,11 +21,11 @@ from rmlib.analysis.common import (
     unit_suffix,
 )
 from rmlib.analysis.differences import configuration_differences
-from rmlib.config import RunConfig
 from rmlib.data import label_of
 from rmlib.reflect import METHODS
-from rmlib.run_folder import RunFolder
-from rmlib.run_models import MODELS, evaluated_models, headline_model
+from rmlib.run.config import RunConfig
+from rmlib.run.folder import RunFolder
+from rmlib.run.models import MODELS, evaluated_models, headline_model
 
 MAIN_COLUMNS: list[str] = [
     "model",

@@ -15,7 +15,7 @@ from rmlib import scoring
 from rmlib.data import PAPER_ACCURACY, SOURCES, unit_of
 from rmlib.data.pair import Pair
 from rmlib.reflect import METHODS
-from rmlib.run_folder import RunFolder
+from rmlib.run.folder import RunFolder
 
 PAPER_BENCHMARKS: tuple[str, ...] = PAPER_ACCURACY  # by scoring rule (the data registry's)
 

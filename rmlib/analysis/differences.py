@@ -10,8 +10,8 @@ import pandas as pd
 
 from rmlib import paper, scoring
 from rmlib.analysis.common import PAPER_BENCHMARKS, rule_label
-from rmlib.config import RunConfig
 from rmlib.data import label_of
+from rmlib.run.config import RunConfig
 
 
 def configuration_differences(cfg: RunConfig, main: pd.DataFrame | None = None) -> list[str]:
@@ -29,7 +29,7 @@ def configuration_differences(cfg: RunConfig, main: pd.DataFrame | None = None) 
         out.append("The Pref.-only GRPO baseline (rft) is not evaluated in this run.")
     out.append(
         "Prompt wording: the paper's prompts are not published; this run uses the project's own "
-        "templates (rmlib.prompts, fields Context / Responses for Judgment / Critiques for "
+        "templates (rmlib.judge.prompts, fields Context / Responses for Judgment / Critiques for "
         "Judgment, <Analysis>/<Result> tags)."
     )
     if cfg.eval.failure_credit != 0:
@@ -58,7 +58,9 @@ def _model_differences(cfg: RunConfig, c: dict[str, Any]) -> list[str]:
         )
     if cfg.model.enable_thinking:
         out.append("Thinking mode is on here; the paper runs Qwen3 in non-thinking mode.")
-    from rmlib.models import resolve_precision  # imports torch: only when a report is written
+    from rmlib.generation.models import (
+        resolve_precision,  # imports torch: only when a report is written
+    )
 
     precision, _ = resolve_precision(cfg.model.precision)
     if precision != "bf16":
@@ -73,7 +75,9 @@ def _model_differences(cfg: RunConfig, c: dict[str, Any]) -> list[str]:
 
 
 def _training_differences(cfg: RunConfig, c: dict[str, Any]) -> list[str]:
-    from rmlib.models import resolve_precision  # imports torch: only when a report is written
+    from rmlib.generation.models import (
+        resolve_precision,  # imports torch: only when a report is written
+    )
     from rmlib.training.grpo_config import batch_plan, per_process
 
     g = cfg.grpo

@@ -9,7 +9,7 @@ from typing import Any
 import pandas as pd
 
 from rmlib.data.pair import Pair
-from rmlib.run_folder import RunFolder
+from rmlib.run.folder import RunFolder
 
 
 def worked_examples(run: RunFolder, model: str, k: int = 1) -> dict[str, list[dict[str, Any]]]:

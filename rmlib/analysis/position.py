@@ -12,10 +12,10 @@ import pandas as pd
 
 from rmlib import paper, scoring
 from rmlib.analysis.common import WIDE_INTERVAL, fmt_ci, pooled_rate, records
-from rmlib.config import RunConfig
 from rmlib.data import label_of
-from rmlib.run_folder import RunFolder
-from rmlib.run_models import evaluated_models, sort_rows
+from rmlib.run.config import RunConfig
+from rmlib.run.folder import RunFolder
+from rmlib.run.models import evaluated_models, sort_rows
 
 
 def position_bias_tables(cfg: RunConfig, run: RunFolder, n_bins: int = 5) -> dict[str, Any]:

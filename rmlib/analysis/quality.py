@@ -12,11 +12,11 @@ import pandas as pd
 
 from rmlib import scoring
 from rmlib.analysis.common import methods_in, pooled_rate, records, wilson
-from rmlib.config import RunConfig
 from rmlib.reflect import analysis_quality, calibration_table, majority_at_k
 from rmlib.reflect.settings import REFLECTION_CASES
-from rmlib.run_folder import RunFolder
-from rmlib.run_models import evaluated_models, stage1_model
+from rmlib.run.config import RunConfig
+from rmlib.run.folder import RunFolder
+from rmlib.run.models import evaluated_models, stage1_model
 
 
 def analysis_quality_tables(

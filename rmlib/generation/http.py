@@ -62,7 +62,7 @@ flags against your server version):
     -> HTTPBackend("http://host:30000", "Qwen/Qwen3-4B:unified")   (SGLang's base:adapter)
 
 `--max-model-len` (SGLang: `--context-length`) must hold the run's longest prompt budget + its
-longest generation (`rmlib.backends.context_tokens`; 9,216 = a reflection prompt's 8,192 + 1,024
+longest generation (`rmlib.run.backends.context_tokens`; 9,216 = a reflection prompt's 8,192 + 1,024
 new tokens in the paper profile): a `context_tokens` the server's reported length cannot hold is
 refused before the first request. `--generation-config vllm` keeps the checkpoint's sampling
 defaults out (we send every setting anyway). Several servers (one per GPU) are listed as several
@@ -82,7 +82,7 @@ its first completion the backend asks each server for its model list (the handsh
 short `probe` read timeout), so a server that accepts connections and never answers is named
 within 2 minutes (100.5 s: `HTTPTimeouts.first_error_seconds`), where 600 s x 6 attempts made a
 run wait an hour before; with several endpoints, one that is down is a notice and the others take
-its requests. rmlib.config's generation.http_* parameters say why each number.
+its requests. rmlib.run.config's generation.http_* parameters say why each number.
 
 Chat completions (`api="chat"`), for servers without a completions endpoint (hosted APIs, some
 gateways): each prompt is then a *chat envelope*, not rendered text: `chat_prompt(messages,
@@ -134,8 +134,8 @@ from openai.types import Completion, CompletionChoice
 from openai.types.chat import ChatCompletion
 from openai.types.chat.chat_completion import Choice as ChatChoice
 
-from rmlib.config import GenerationSection
 from rmlib.generation.base import Generation, SamplingParams, sample_seed
+from rmlib.run.config import GenerationSection
 
 SeedMode = Literal["per_sample", "server_n"]
 Api = Literal["completions", "chat"]
@@ -155,7 +155,7 @@ T = TypeVar("T")
 
 
 def _run_default(name: str) -> Any:
-    """A generation.http_* parameter's default: rmlib.config documents the numbers and why."""
+    """A generation.http_* parameter's default: rmlib.run.config documents the numbers and why."""
     return GenerationSection.__dataclass_fields__[f"http_{name}"].default
 
 
@@ -164,7 +164,7 @@ class HTTPTimeouts:
     """Seconds each phase of one HTTP request may take (httpx's connect, read, write, pool), and
     the openai client's retries of a failed request per endpoint; `probe`: the read timeout of
     the model list asked at the handshake. The defaults are a run's (generation.http_*;
-    rmlib.config says why each number): a server that accepts and never answers is named within
+    rmlib.run.config says why each number): a server that accepts and never answers is named within
     `first_error_seconds()` <= 120 s, a completion may take up to `worst_case_seconds()`."""
 
     connect: float = _run_default("connect_timeout")
@@ -255,7 +255,7 @@ class HTTPBackend:
     request that fails for good on one moving on to the next. model: the served model name, or a
     LoRA adapter's served name. identity: what the generation store keys on; the default
     `"http:<model>"` is only a name, so pass the served weights' identity
-    (`rmlib.models.model_identity(base, precision=..., adapter=DIR)` hashes the adapter) lest an
+    (`rmlib.generation.models.model_identity(base, precision=..., adapter=DIR)` hashes the adapter) lest an
     adapter retrained and served under the same name reuse the old one's stored generations.
     Wrap it in a CachedBackend with large `chunk_prompts` (hundreds): each chunk waits for its
     slowest request. concurrency: requests in flight at once, over all endpoints. timeouts:
@@ -267,7 +267,7 @@ class HTTPBackend:
     fields merged into every request (default VLLM_EXTRAS, or none with vllm_extras off: then
     no top_k either, for servers that refuse unknown fields). progress: a tqdm bar
     of requests. context_tokens: the longest prompt + generation that will be sent (a run: its
-    longest prompt budget + longest generation, `rmlib.backends.context_tokens`); before the
+    longest prompt budget + longest generation, `rmlib.run.backends.context_tokens`); before the
     first request each server's `max_model_len` (vLLM lists it in GET /v1/models) must hold it,
     or `ContextTooShortError` says so; a server that reports none gets a one-line warning. None:
     not checked.

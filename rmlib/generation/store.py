@@ -303,7 +303,7 @@ def _families(prompts: list[str]) -> list[list[str]]:
     """Runs of adjacent prompts sharing SHARED_CHARS more leading text than all prompts share.
 
     All prompts of one task share the instructions; one pair's reflection prompts (adjacent, as
-    rmlib.judge asks for them) share the context and both responses besides.
+    rmlib.judge.judgments asks for them) share the context and both responses besides.
     """
     header = len(os.path.commonprefix(prompts)) if prompts else 0
     families: list[list[str]] = []

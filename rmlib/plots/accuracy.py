@@ -32,7 +32,7 @@ from rmlib.plots.style import (
     system_label,
     system_labels,
 )
-from rmlib.run_folder import RunFolder
+from rmlib.run.folder import RunFolder
 
 
 @styled

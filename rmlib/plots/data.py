@@ -18,7 +18,7 @@ from matplotlib.figure import Figure
 from matplotlib.patches import Patch
 
 from rmlib.plots.style import OKABE_ITO, chance_line, empty_figure, new_figure, save, styled
-from rmlib.run_folder import RunFolder
+from rmlib.run.folder import RunFolder
 
 MAX_SUBSETS_PER_SET = 12
 

@@ -34,7 +34,7 @@ from rmlib.plots.style import (
 )
 from rmlib.reflect.registry import METHODS
 from rmlib.reflect.settings import REFLECTION_CASES
-from rmlib.run_folder import RunFolder
+from rmlib.run.folder import RunFolder
 
 
 @styled

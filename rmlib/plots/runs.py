@@ -21,7 +21,7 @@ from rmlib.plots.style import (
     save,
     styled,
 )
-from rmlib.run_folder import RunFolder
+from rmlib.run.folder import RunFolder
 
 
 @styled

@@ -30,8 +30,8 @@ from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
 
 from rmlib.reflect.registry import REGISTRY
-from rmlib.run_folder import RunFolder
-from rmlib.run_models import sort_rows
+from rmlib.run.folder import RunFolder
+from rmlib.run.models import sort_rows
 
 # Okabe & Ito (2008), "Color Universal Design".
 OKABE_ITO: dict[str, str] = {

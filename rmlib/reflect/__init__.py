@@ -8,7 +8,7 @@ they tie.
 
 The selection and voting rules are pure functions over plain values (`select_anchor`,
 `reflection_plan`, `final_vote`, `majority_vote`; each judgment's confidence is
-`rmlib.judge.confidence`); `run_reflectrm` wires them to a backend through `rmlib.judge`, in one
+`rmlib.judge.judgments.confidence`); `run_reflectrm` wires them to a backend through `rmlib.judge.judgments`, in one
 batched backend call per stage, and returns the tables. The import runs one way: judge knows
 nothing of this module.
 

@@ -11,10 +11,10 @@ from typing import Any
 
 import pandas as pd
 
-from rmlib import judge
 from rmlib.data.pair import Pair, both_orders
 from rmlib.generation.base import Backend
-from rmlib.prompts import PromptFormat
+from rmlib.judge import judgments as judge
+from rmlib.judge.prompts import PromptFormat
 from rmlib.reflect.registry import PairVotes, pair_outcomes
 from rmlib.reflect.rules import (
     pair_rng,

@@ -11,7 +11,7 @@ same-volume baseline are the same call on the mix's other variants.
 What it leaves in `output_dir`:
 - `adapter_config.json`, `adapter_model.safetensors`: the final adapter (PEFT format);
 - `README.md`: a model card (backbone, data counts, parameters, seed; an evaluation section
-  that `fill_evaluation` fills: `rmlib.report` writes the model's main-table rows there);
+  that `fill_evaluation` fills: `rmlib.workbook.report` writes the model's main-table rows there);
 - `checkpoint-<step>/`: every `save_steps` optimizer steps (the newest `save_total_limit`);
   a killed run called again resumes from the newest complete one and reaches the same final
   step and adapter weights as an uninterrupted run;
@@ -58,7 +58,7 @@ from dataclasses import asdict, fields
 from pathlib import Path
 from typing import Any
 
-from rmlib.config import ConfigError, config_from_dict, read_yaml
+from rmlib.run.config import ConfigError, config_from_dict, read_yaml
 from rmlib.training.colocate import adapter_bases
 from rmlib.training.grpo_config import GRPOSettings, batch_plan, per_process
 from rmlib.training.grpo_trainer import build_trainer
@@ -166,10 +166,10 @@ def _finished(
 
 
 def _results_settings(settings: dict[str, Any]) -> dict[str, Any]:
-    """GRPO settings less the memory ones (rmlib.run.MEMORY_SETTINGS), with the completions per
+    """GRPO settings less the memory ones (rmlib.workbook.execute.MEMORY_SETTINGS), with the completions per
     optimizer step they may not change: a finished training stays finished when only memory
     settings changed after it."""
-    from rmlib.run import MEMORY_SETTINGS
+    from rmlib.workbook.execute import MEMORY_SETTINGS
 
     out = {k: v for k, v in settings.items() if f"grpo.{k}" not in MEMORY_SETTINGS}
     micro = settings.get("per_device_train_batch_size")

@@ -15,7 +15,8 @@ from typing import Annotated, Any, Literal
 
 from pydantic import AfterValidator, Field
 
-from rmlib.config import (
+from rmlib.generation.vllm import VLLM_LORA_RANKS
+from rmlib.run.config import (
     PARAMS,
     Count,
     CountOrOff,
@@ -28,7 +29,6 @@ from rmlib.config import (
     Seed,
     doc,
 )
-from rmlib.generation.vllm import VLLM_LORA_RANKS
 from rmlib.training.reward import DEFAULT_UNPARSEABLE_PENALTY
 
 # a group needs two completions: GRPO's advantage is a completion's reward against its group's

@@ -21,7 +21,7 @@ def load_policy(
     """(model, tokenizer) for training: on this process's GPU when there is one, guarded on CPU."""
     import torch
 
-    from rmlib.models import guard_bnb_cpu, load_backbone
+    from rmlib.generation.models import guard_bnb_cpu, load_backbone
 
     device_map = None
     if torch.cuda.is_available():
@@ -172,7 +172,7 @@ def build_trainer(
     """
     import torch
 
-    from rmlib.models import guard_bnb_cpu
+    from rmlib.generation.models import guard_bnb_cpu
     from rmlib.training.colocate import colocated_generation
 
     check_dataset(dataset)

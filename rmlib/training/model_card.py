@@ -1,5 +1,5 @@
 """The adapter's model card (README.md): backbone, data counts, parameters, seed, and an
-evaluation section that `fill_evaluation` fills (`rmlib.report` writes the model's rows there).
+evaluation section that `fill_evaluation` fills (`rmlib.workbook.report` writes the model's rows there).
 """
 
 from __future__ import annotations
@@ -71,7 +71,7 @@ _CARD_NEW_TOKENS = 1024
 def usage_lines(out: Path, meta: dict[str, Any]) -> list[str]:
     """The card's "Use" section: the adapter judging pairs (`rmlib judge`), served by `vllm
     serve` (or `rmlib serve --checkpoint`), and as the reward of a TRL GRPO
-    (`rmlib.reward_judge`), with this adapter's backbone, rank, prompt budget and prompt
+    (`rmlib.tools.reward`), with this adapter's backbone, rank, prompt budget and prompt
     settings filled in."""
     from rmlib.generation.vllm import vllm_lora_rank
 
@@ -116,7 +116,7 @@ def usage_lines(out: Path, meta: dict[str, Any]) -> list[str]:
         "stages):",
         "",
         "```python",
-        "from rmlib.reward_judge import http_judge",
+        "from rmlib.tools.reward import http_judge",
         "",
         f'judge = http_judge("http://127.0.0.1:8000", "{name}", "{backbone}", "judge.sqlite",',
         '                   logprobs_kind="raw", config={"opponent": "reference"},',

@@ -1,6 +1,6 @@
 """The one reward rule of both judgment tasks (method.md §3), as a TRL reward function.
 
-A completion is parsed with `rmlib.verdict.parse_verdict` for its item's task ("pref" or "refl"):
+A completion is parsed with `rmlib.judge.verdict.parse_verdict` for its item's task ("pref" or "refl"):
 
 - a parsed verdict equal to the item's label → 1.0;
 - a parsed wrong verdict → 0.0;
@@ -24,7 +24,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
-from rmlib.verdict import parse_verdict
+from rmlib.judge.verdict import parse_verdict
 
 DEFAULT_UNPARSEABLE_PENALTY = -0.5
 CORRECT_REWARD = 1.0

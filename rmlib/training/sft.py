@@ -7,7 +7,7 @@ optional extra, needed only for tiny models"); rollouts and GRPO then start from
 model. Qwen3-4B needs none (`WarmupConfig.enabled` is off by default).
 
 Examples are prompt/completion pairs in plain text: the prompt is exactly what generation
-feeds the model (`rmlib.prompts` rendering with the run's model.enable_thinking and
+feeds the model (`rmlib.judge.prompts` rendering with the run's model.enable_thinking and
 prompts.critique_with_result, fitted to our prompt budget: a Refl. example to its reflection
 limit), the completion a correct judgment (`reference_analysis` + `format_judgment`; TRL appends
 the end-of-turn token).
@@ -29,8 +29,10 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Literal
 
-from rmlib import prompts, status
-from rmlib.config import (
+from rmlib import status
+from rmlib.data.pair import Pair
+from rmlib.judge import prompts
+from rmlib.run.config import (
     PARAMS,
     Count,
     Dropout,
@@ -41,7 +43,6 @@ from rmlib.config import (
     Share,
     doc,
 )
-from rmlib.data.pair import Pair
 
 
 @dataclass
@@ -69,7 +70,7 @@ class WarmupConfig:
     max_length: Count = doc("Longest prompt + completion in tokens (longer are cut).", 1024)
     precision: Precision = doc(
         "Weights under the adapter: 'auto' (bf16 on a GPU and on CPUs with AMX / AVX-512 BF16, "
-        "fp32 on others; rmlib.models.resolve_precision), 'fp32', 'bf16' or 'nf4'.",
+        "fp32 on others; rmlib.generation.models.resolve_precision), 'fp32', 'bf16' or 'nf4'.",
         "auto",
     )
     merged_dtype: Literal["bf16", "fp32"] = doc(
@@ -172,7 +173,7 @@ def warmup_pairs(cfg: WarmupConfig, *, seed: int = 0) -> list[Pair]:
 
 
 def _precision(cfg: WarmupConfig) -> str:
-    from rmlib.models import resolve_precision
+    from rmlib.generation.models import resolve_precision
 
     return resolve_precision(cfg.precision)[0]
 
@@ -309,7 +310,7 @@ def merge_adapter(
     import torch
     from peft import PeftModel
 
-    from rmlib.models import load_backbone
+    from rmlib.generation.models import load_backbone
 
     base, tokenizer = load_backbone(
         backbone, precision="fp32", trust_remote_code=trust_remote_code, device_map="cpu"

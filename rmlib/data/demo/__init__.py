@@ -24,7 +24,7 @@ Capacity: arithmetic and passage queries are practically unlimited; the refusal 
 170 distinct train and 75 eval queries, constraint about 850 and 370; asking for more raises.
 
 `reference_analysis(pair)` writes a short correct analysis explaining why the better response is
-better; with `rmlib.prompts.format_judgment` it makes the format warm-up SFT targets.
+better; with `rmlib.judge.prompts.format_judgment` it makes the format warm-up SFT targets.
 
 Modules: `loader` (`load_demo`, the split and the balance), one module per family
 (`arithmetic`, `constraint`, `passage`, `refusal`), `analyses` (reference critiques), `items`.

@@ -30,10 +30,10 @@ from typing import Any
 import yaml
 
 from rmlib import status
-from rmlib.config import RunConfig, load_config, sweep_points
-from rmlib.run_folder import RunFolder, project_root
+from rmlib.run.config import RunConfig, load_config, sweep_points
+from rmlib.run.folder import RunFolder, project_root
 
-log = logging.getLogger("rmlib.run")
+log = logging.getLogger("rmlib.workbook.execute")
 
 LIBRARIES = [
     "torch",
@@ -117,7 +117,7 @@ def params_hash(cfg: RunConfig) -> str:
 
 def manifest(cfg: RunConfig) -> dict[str, Any]:
     """What a run needs to be reproduced: params, versions, commit, prompt version, hardware."""
-    from rmlib.prompts import PROMPT_VERSION
+    from rmlib.judge.prompts import PROMPT_VERSION
 
     versions = {lib: installed_version(lib) for lib in LIBRARIES}
     return {
@@ -146,7 +146,7 @@ def installed_version(lib: str) -> str | None:
 
 def _precisions(cfg: RunConfig) -> dict[str, dict[str, str]]:
     """Which precision each of the profile's settings resolved to on this machine, and why."""
-    from rmlib.models import resolve_precision
+    from rmlib.generation.models import resolve_precision
     from rmlib.training.colocate import adapter_bases
 
     out: dict[str, Any] = {}
@@ -487,7 +487,7 @@ def check_device(cfg: RunConfig, cuda: bool | None = None) -> None:
     Without this a Qwen3-4B profile on a laptop silently starts a weeks-long CPU run. The
     embedded models are made for the CPU; `model.allow_cpu: true` lets any other run there.
     """
-    from rmlib.config import ConfigError
+    from rmlib.run.config import ConfigError
 
     backbone = cfg.model.backbone
     if backbone.startswith("embedded:") or cfg.model.allow_cpu:
@@ -514,8 +514,8 @@ def check_gpu_class(cfg: RunConfig, cards: list[tuple[str, float]] | None = None
     another class of the same memory runs, with one warning line. Skipped when run.gpu_class is
     None or no GPU is visible (check_device rules the CPU). `cards`: (name, GiB) per GPU the run
     uses; None asks nvidia-smi (the runner never opens a CUDA context)."""
-    from rmlib.config import ConfigError
-    from rmlib.plan.facts import class_of_device, gpu_class
+    from rmlib.run.config import ConfigError
+    from rmlib.workbook.plan.facts import class_of_device, gpu_class
 
     cards = visible_gpus() if cards is None else cards
     if cards and len(cards) < cfg.run.gpus:  # 03's accelerate launch would fail hours in
@@ -576,7 +576,7 @@ def preflight(cfg: RunConfig) -> None:
 def check_trl_keys(cfg: RunConfig) -> None:
     """Refuse, before any work, a grpo.trl key that trl.GRPOConfig does not have, naming the
     params file (`grpo_config.check_trl_keys` is the rule)."""
-    from rmlib.config import ConfigError
+    from rmlib.run.config import ConfigError
     from rmlib.training.grpo_config import check_trl_keys as check
 
     try:
@@ -588,7 +588,7 @@ def check_trl_keys(cfg: RunConfig) -> None:
 def check_api_key(cfg: RunConfig) -> None:
     """Refuse, before any work, an HTTP run whose generation.api_key_env variable is unset
     (`backends.api_key` is the rule)."""
-    from rmlib.backends import api_key
+    from rmlib.run.backends import api_key
 
     if cfg.generation.backend in ("http", "served"):  # 'served' starts its servers with it
         api_key(cfg)

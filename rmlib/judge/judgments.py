@@ -23,10 +23,10 @@ from typing import Any, Literal
 import numpy as np
 import pandas as pd
 
-from rmlib import prompts
 from rmlib.data.pair import Pair
 from rmlib.generation.base import Backend, Generation, SamplingParams
-from rmlib.verdict import parse_verdict, verdict_token
+from rmlib.judge import prompts
+from rmlib.judge.verdict import parse_verdict, verdict_token
 
 ROLLOUT_COLUMNS: tuple[str, ...] = (
     "key",
@@ -131,7 +131,7 @@ def judge_pairs(
     `fmt` renders each Pref. prompt (its budget's Pref. limit applies). `correct` is False on a
     parse failure; `confidence` is `confidence` (above) with `confidence_fraction`.
     `verdict_logprobs` adds the column `verdict_logprob`: the log-prob of
-    the token that decides the verdict (`rmlib.verdict.verdict_token`; NaN without a verdict or
+    the token that decides the verdict (`rmlib.judge.verdict.verdict_token`; NaN without a verdict or
     token ids), for a soft reward, and `logprobs_kind` (raw / processed / unknown: what the
     backend says its log-probs are, rmlib.generation.http); off by default (a few decodes a row).
     """

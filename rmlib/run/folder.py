@@ -25,8 +25,8 @@ from typing import Any
 import pandas as pd
 import yaml
 
-from rmlib.config import RunConfig, config_from_dict, load_config
 from rmlib.data.pair import Pair
+from rmlib.run.config import RunConfig, config_from_dict, load_config
 
 ENV_RUN_DIR = "RMLIB_RUN_DIR"
 ENV_PARAMS = "RMLIB_PARAMS"
@@ -160,7 +160,7 @@ def open_run(run_dir: str | Path | None = None, params_file: str | Path | None =
     outputs/smoke-interactive, creating params.yaml if needed; its kernel then holds the folder's
     lock itself until it exits, so an `rmlib run` cannot write the same folder meanwhile.
     """
-    from rmlib.run import hold_until_exit  # rmlib.run imports this module
+    from rmlib.workbook.execute import hold_until_exit  # rmlib.workbook.execute imports this module
 
     injected = run_dir is not None
     run_dir = run_dir or os.environ.get(ENV_RUN_DIR)

@@ -4,8 +4,8 @@ Each step is idempotent and resumable: it reads its inputs from the run folder, 
 generation store for every generation, and writes its outputs as parquet tables. Any step can be
 re-run alone once its inputs exist; any plot can be redrawn from the tables.
 
-Which models a run has is `rmlib.run_models`; which weights and which backend serve each is
-`rmlib.backends`.
+Which models a run has is `rmlib.run.models`; which weights and which backend serve each is
+`rmlib.run.backends`.
 """
 
 from __future__ import annotations
@@ -19,12 +19,12 @@ from typing import Any
 import pandas as pd
 
 from rmlib import data as datasets_
-from rmlib.backends import backend, base_path, model_ref
-from rmlib.config import DatasetSpec, RunConfig
 from rmlib.data.pair import LoadResult, Pair, subsample
-from rmlib.prompts import PromptFormat
-from rmlib.run_folder import RunFolder
-from rmlib.run_models import MIX_VARIANT, stage1_model, trained_models
+from rmlib.judge.prompts import PromptFormat
+from rmlib.run.backends import backend, base_path, model_ref
+from rmlib.run.config import DatasetSpec, RunConfig
+from rmlib.run.folder import RunFolder
+from rmlib.run.models import MIX_VARIANT, stage1_model, trained_models
 
 
 def load_split(spec: DatasetSpec, seed: int) -> LoadResult:
@@ -84,7 +84,7 @@ def load_data(cfg: RunConfig, run: RunFolder) -> pd.DataFrame:
 
 # data.pad_to_budget: characters a padded response gets per token of the longest budget. Prose
 # runs at ~4 characters a token with the Qwen3 tokenizer; 8 leaves a margin, so a padded pair is
-# over every budget and its prompts are cut to it (rmlib.prompts), whatever the tokenizer.
+# over every budget and its prompts are cut to it (rmlib.judge.prompts), whatever the tokenizer.
 PAD_CHARS_PER_TOKEN = 8
 
 
@@ -136,7 +136,7 @@ def format_warmup(cfg: RunConfig, run: RunFolder) -> pd.DataFrame:
     import shutil
     from dataclasses import asdict
 
-    from rmlib.models import load_tokenizer
+    from rmlib.generation.models import load_tokenizer
     from rmlib.training.sft import run_warmup, warmup_pairs
 
     summary_file = run.path / "models" / "warmup.json"
@@ -189,7 +189,7 @@ def format_warmup(cfg: RunConfig, run: RunFolder) -> pd.DataFrame:
 def training_rollouts(cfg: RunConfig, run: RunFolder) -> pd.DataFrame:
     """N judgments of every training pair by the base model (stored; resumable): rollouts_train."""
     from rmlib.generation.base import SamplingParams
-    from rmlib.judge import judge_pairs
+    from rmlib.judge.judgments import judge_pairs
 
     pairs = run.pairs("pairs_train")
     gen, tokenizer = backend(cfg, run, model_ref(cfg, run, "base"))
@@ -237,7 +237,7 @@ def build_mixes(cfg: RunConfig, run: RunFolder) -> pd.DataFrame:
     mixes/<model>/ (a TRL-ready dataset with provenance); returns the paper-style counts table."""
     from dataclasses import replace
 
-    from rmlib.models import load_tokenizer
+    from rmlib.generation.models import load_tokenizer
     from rmlib.training.mix import build_mix
 
     rollouts = run.read_table("rollouts_train")
@@ -277,7 +277,7 @@ def train_all(cfg: RunConfig, run: RunFolder) -> pd.DataFrame:
 def train(cfg: RunConfig, run: RunFolder, model: str) -> dict[str, Any]:
     import shutil
 
-    from rmlib.models import resolve_precision
+    from rmlib.generation.models import resolve_precision
     from rmlib.training.launch import SPEC_JSON, TrainJob, run_job
     from rmlib.training.mix import load_mix
 

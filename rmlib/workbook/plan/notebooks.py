@@ -9,10 +9,12 @@ import json
 from pathlib import Path
 from typing import Any
 
-from rmlib.backends import adapter_mode, context_tokens
-from rmlib.config import ConfigError, RunConfig, describe
 from rmlib.generation.vllm import vllm_dtype
-from rmlib.plan.constants import (
+from rmlib.run.backends import adapter_mode, context_tokens
+from rmlib.run.config import ConfigError, RunConfig, describe
+from rmlib.run.models import stage1_model, trained_models
+from rmlib.training.grpo_config import batch_plan, per_process
+from rmlib.workbook.plan.constants import (
     ASSUMED,
     CPU_CLASS,
     cpu_card,
@@ -20,7 +22,7 @@ from rmlib.plan.constants import (
     plan_constants,
     train_flops_per_param,
 )
-from rmlib.plan.counts import (
+from rmlib.workbook.plan.counts import (
     Scenario,
     detectable_difference,
     eval_calls,
@@ -38,8 +40,8 @@ from rmlib.plan.counts import (
     upper_scenario,
     warmup_steps,
 )
-from rmlib.plan.estimate import Estimator
-from rmlib.plan.facts import (
+from rmlib.workbook.plan.estimate import Estimator
+from rmlib.workbook.plan.facts import (
     DEFAULT_GPU,
     GPU_CLASSES,
     REFERENCE_MODEL,
@@ -48,9 +50,7 @@ from rmlib.plan.facts import (
     gpu_class,
     model_facts,
 )
-from rmlib.plan.lengths import read_lengths, source_length
-from rmlib.run_models import stage1_model, trained_models
-from rmlib.training.grpo_config import batch_plan, per_process
+from rmlib.workbook.plan.lengths import read_lengths, source_length
 
 
 def _gib(value: float | None) -> float | None:

@@ -13,11 +13,11 @@ here the judge scores a *policy's* completions, by comparing each with an oppone
 
 With `both_orders` (default) every comparison is judged with the completion first and second, so
 the judge's position bias cancels (a judge that always says "Response 1" gives every completion
-0.5). Every comparison of a call goes to the judge in one batched call (`rmlib.judge.judge_pairs`,
+0.5). Every comparison of a call goes to the judge in one batched call (`rmlib.judge.judgments.judge_pairs`,
 or ReflectRM's two stages, `rmlib.reflect.method.run_reflectrm`, with `method="reflectrm"`),
 through the backend given: pass a `CachedBackend` so each judgment is stored and a restarted
 training re-scores a batch from the store. `soft=True` rewards with the verdict's probability,
-exp of the log-prob of the token that decides it (`rmlib.verdict.verdict_token`): P(completion
+exp of the log-prob of the token that decides it (`rmlib.judge.verdict.verdict_token`): P(completion
 wins), from a judge whose log-probs are the raw distribution's (module `rmlib.generation.http`
 on `logprobs_kind`; each comparison records what the backend declared).
 
@@ -52,12 +52,12 @@ from typing import Any, Literal
 
 import pandas as pd
 
-from rmlib import judge
-from rmlib.config import PARAMS, Count, doc
 from rmlib.data.pair import Pair
 from rmlib.generation.base import Backend
-from rmlib.prompts import PromptBudget, PromptFormat
+from rmlib.judge import judgments as judge
+from rmlib.judge.prompts import PromptBudget, PromptFormat
 from rmlib.reflect.settings import ReflectConfig
+from rmlib.run.config import PARAMS, Count, doc
 from rmlib.training.reward import completion_text
 
 Opponent = Literal["reference", "group", "round_robin"]
@@ -146,7 +146,7 @@ class JudgeReward:
     """A TRL reward function (async, batched) scoring completions with the judge.
 
     backend: the judge (a CachedBackend over rmlib's vLLM, transformers or HTTP backend).
-    fmt: how the judge is shown its prompts, as it was trained (`rmlib.prompts.PromptFormat`:
+    fmt: how the judge is shown its prompts, as it was trained (`rmlib.judge.prompts.PromptFormat`:
     the judge's tokenizer, `ChatMessagesTokenizer(tok)` with an `api="chat"` HTTP backend; the
     budget; its run's model.enable_thinking and prompts.critique_with_result, as
     `PromptFormat.of(tokenizer, run_config)` reads them). reflection_backend: stage 2 on
@@ -435,12 +435,12 @@ def http_judge(
     tokenizer: the judge's (a hub id, a local folder, or an embedded name) to render and count
     prompts. api / logprobs_kind / api_key / extra_body: `HTTPBackend`'s. config: a
     `RewardJudgeConfig` or its fields as a mapping (verl's reward kwargs are plain values).
-    budget: a `rmlib.prompts.PromptBudget` or its fields (None: its defaults), within the
+    budget: a `rmlib.judge.prompts.PromptBudget` or its fields (None: its defaults), within the
     server's --max-model-len less the judgment's max_new_tokens.
     """
     from rmlib.generation.http import ChatMessagesTokenizer, HTTPBackend
+    from rmlib.generation.models import load_tokenizer
     from rmlib.generation.store import CachedBackend, GenerationStore
-    from rmlib.models import load_tokenizer
 
     http = HTTPBackend(
         endpoint,

@@ -60,7 +60,7 @@ figures), `settings` (the `plan:` section), `lengths` (prompt lengths per source
 (`format_plan`), `calibrate` (the CPU check).
 """
 
-from rmlib.plan.constants import (
+from rmlib.workbook.plan.constants import (
     ASSUMED,
     DECODE_BANDWIDTH_SHARE,
     HF_STEP_FLOOR_S,
@@ -82,7 +82,7 @@ from rmlib.plan.constants import (
     measured_constants,
     plan_constants,
 )
-from rmlib.plan.counts import (
+from rmlib.workbook.plan.counts import (
     eval_calls,
     grpo_schedule,
     mix_items_upper_bound,
@@ -94,8 +94,8 @@ from rmlib.plan.counts import (
     swapped_pairs,
     warmup_steps,
 )
-from rmlib.plan.estimate import Estimator, activation_bytes, plan_precision
-from rmlib.plan.facts import (
+from rmlib.workbook.plan.estimate import Estimator, activation_bytes, plan_precision
+from rmlib.workbook.plan.facts import (
     DEFAULT_GPU,
     GPU_ALIASES,
     GPU_CLASSES,
@@ -108,8 +108,8 @@ from rmlib.plan.facts import (
     gpu_class,
     model_facts,
 )
-from rmlib.plan.notebooks import empty_row, plan
-from rmlib.plan.table import COLUMNS, PROTOCOL_COLUMNS, format_plan
+from rmlib.workbook.plan.notebooks import empty_row, plan
+from rmlib.workbook.plan.table import COLUMNS, PROTOCOL_COLUMNS, format_plan
 
 __all__ = [
     "ASSUMED",

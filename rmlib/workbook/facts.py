@@ -5,7 +5,7 @@ generates, the adapter method (LoRA, or QLoRA on a 4-bit base) — are never wri
 notebook's prose: a chapter titled for one profile would be false for the others (notebook 03
 once read "GRPO with QLoRA … 4-bit NF4 backbone" over a bf16 run). The notebooks show
 `what_ran(cfg, run)` instead, rendered from the run's manifest.json (written by `rmlib run`,
-`rmlib.run.manifest`), and tests/test_notebook_prose.py keeps those terms out of their markdown.
+`rmlib.workbook.execute.manifest`), and tests/test_notebook_prose.py keeps those terms out of their markdown.
 
 A notebook opened by hand on a folder without a manifest gets the same facts computed now from
 its params (the precision choices depend on this machine, as the runner's would).
@@ -16,8 +16,8 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from rmlib.config import RunConfig
-from rmlib.run_folder import RunFolder
+from rmlib.run.config import RunConfig
+from rmlib.run.folder import RunFolder
 
 MANIFEST = "manifest.json"
 
@@ -38,7 +38,7 @@ def run_facts(cfg: RunConfig, run: RunFolder) -> dict[str, Any]:
         manifest = json.loads(path.read_text())
         manifest["source"] = MANIFEST
         return manifest
-    from rmlib.run import manifest
+    from rmlib.workbook.execute import manifest
 
     return {**manifest(cfg), "source": "this run's params; no manifest.json yet"}
 

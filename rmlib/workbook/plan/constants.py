@@ -10,7 +10,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from rmlib.plan.facts import REFERENCE_MODEL, GiB, GPUClass, model_facts
+from rmlib.workbook.plan.facts import REFERENCE_MODEL, GiB, GPUClass, model_facts
 
 ASSUMED = "assumed (unmeasured)"
 

@@ -6,9 +6,9 @@ script to ask its version of) of the installed vLLM, with the flags the workbook
 engine uses, read from the same `EngineSettings` (rmlib.generation.vllm) so the two cannot drift:
 raw log-probs (`--logprobs-mode raw_logprobs`), the checkpoint's generation config off
 (`--generation-config vllm`), a `--max-model-len` that holds the longest reflection prompt plus
-its completion (rmlib.backends.context_tokens), the run's dtype and seed, and on CPU no chunked
+its completion (rmlib.run.backends.context_tokens), the run's dtype and seed, and on CPU no chunked
 prefill and a KV cache sized in bytes. The run's base model is served under the name the HTTP
-backend asks for (rmlib.backends.served_model: the backbone id), its trained adapters by LoRA
+backend asks for (rmlib.run.backends.served_model: the backbone id), its trained adapters by LoRA
 under theirs (`--lora-modules unified=outputs/<run>/adapters/unified`).
 
 Several servers: one per GPU on CUDA (`CUDA_VISIBLE_DEVICES` of its own, consecutive ports); on
@@ -50,9 +50,9 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from rmlib.config import GenerationSection, RunConfig
 from rmlib.generation.vllm import EngineSettings, adapter_rank
-from rmlib.run_folder import RunFolder
+from rmlib.run.config import GenerationSection, RunConfig
+from rmlib.run.folder import RunFolder
 
 SERVER_MODULE = "vllm.entrypoints.launchers.api_server.entry"
 STOP_GRACE_SECONDS = 30.0  # vLLM's own shutdown frees its workers in seconds
@@ -94,7 +94,7 @@ def checkpoint_spec(
     """Servers for any checkpoint (a hub id, a local folder, an embedded model) without a run
     folder (`rmlib serve --checkpoint`): `model` under `served_name` (default: `model`) and
     `adapters` (served name -> folder), on the engine `rmlib judge` would start in process for
-    the same model (rmlib.judging.engine_settings: one home for both). precision: auto, fp32,
+    the same model (rmlib.tools.judge.engine_settings: one home for both). precision: auto, fp32,
     bf16 or nf4 (served in bf16: rmlib.generation.vllm.vllm_dtype). max_model_len: longest
     prompt + completion (None: what a default `rmlib judge` call needs, the reflection prompt's
     budget + its completion). lora_rank: the adapters' largest LoRA rank (None: read from their
@@ -102,9 +102,9 @@ def checkpoint_spec(
     `adapters`: 'lora' serves the adapters by LoRA beside the base model; 'merged', or 'auto'
     without CUDA, serves one adapter merged into the base under the adapter's name, the base
     itself not served: one model per vLLM server). Default: GenerationSection's defaults."""
-    from rmlib.backends import adapter_mode
-    from rmlib.config import ModelSection
-    from rmlib.judging import JudgeConfig, JudgeSection, engine_settings
+    from rmlib.run.backends import adapter_mode
+    from rmlib.run.config import ModelSection
+    from rmlib.tools.judge import JudgeConfig, JudgeSection, engine_settings
 
     cfg = JudgeConfig(
         model=ModelSection(backbone=model, precision=precision),
@@ -383,14 +383,14 @@ def run_spec(
     adapters: Mapping[str, str] | None = None,
 ) -> ServeSpec:
     """The servers of a run: its base model (the warmed-up checkpoint when the profile has a
-    warm-up) under its served name, and adapters under theirs (rmlib.backends.served_model).
+    warm-up) under its served name, and adapters under theirs (rmlib.run.backends.served_model).
 
     models: the run's models to serve (default: base and every trained model whose adapter
     exists). adapters: more adapters, served name -> folder (e.g. one trained elsewhere).
     """
-    from rmlib.backends import api_key, base_path, model_ref, served_model, vllm_settings
-    from rmlib.models import resolve_model, resolve_precision
-    from rmlib.run_models import MODELS, adapter_exists, trained_models
+    from rmlib.generation.models import resolve_model, resolve_precision
+    from rmlib.run.backends import api_key, base_path, model_ref, served_model, vllm_settings
+    from rmlib.run.models import MODELS, adapter_exists, trained_models
 
     if models is None:
         models = ["base", *(m for m in trained_models(cfg) if adapter_exists(run, m))]

@@ -15,7 +15,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from rmlib.plan.constants import CPU_KIND
+from rmlib.workbook.plan.constants import CPU_KIND
 
 TOLERANCE = 0.3  # the issue's bar: predictions within +-30 % of the measured times
 
@@ -32,7 +32,7 @@ def write_cpu_constants(
     measured: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
     """Write a CPU constants file: the achieved bandwidth and FLOPS at `precision`, and the
-    constants measured outright (named as in rmlib.plan.constants: vllm_engine_start_s,
+    constants measured outright (named as in rmlib.workbook.plan.constants: vllm_engine_start_s,
     notebook_overhead_s, ...); `measured` keeps the raw measurements beside them."""
     data = {
         "kind": CPU_KIND,

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from rmlib.plan.notebooks import empty_row
+from rmlib.workbook.plan.notebooks import empty_row
 
 COLUMNS = (  # (key, header, alignment); "≤": the upper bound, "exp.": the expected figure
     ("notebook", "notebook", "<"),

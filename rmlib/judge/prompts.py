@@ -1,7 +1,7 @@
 """The two judgment prompts (Pref., Refl.), their rendering, and the context-budget policy.
 
 The paper's wording is unpublished (method.md §1); these prompts are ours, versioned by
-`PROMPT_VERSION`. Both tasks use the same output format, parsed by `rmlib.verdict`:
+`PROMPT_VERSION`. Both tasks use the same output format, parsed by `rmlib.judge.verdict`:
 `<Analysis>…</Analysis>` then `<Result>Response 1 is better than Response 2</Result>` (or the
 reverse; "Critique" for the reflection task), never a tie.
 
@@ -41,7 +41,7 @@ from math import ceil
 from typing import Any, Literal
 
 from rmlib.data.pair import Pair
-from rmlib.verdict import analysis_text, result_sentence
+from rmlib.judge.verdict import analysis_text, result_sentence
 
 PROMPT_VERSION = "reflectrm-v1"
 TRUNCATION_MARKER = "[… truncated …]"

@@ -6,8 +6,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from rmlib.config import RunConfig
-from rmlib.plan.constants import (
+from rmlib.run.config import RunConfig
+from rmlib.workbook.plan.constants import (
     DECODE_BANDWIDTH_SHARE,
     DECODE_MFU,
     MEASURED,
@@ -18,7 +18,7 @@ from rmlib.plan.constants import (
     Constant,
     efficiency,
 )
-from rmlib.plan.facts import REFERENCE_MODEL, GiB, GPUClass, ModelFacts, model_facts
+from rmlib.workbook.plan.facts import REFERENCE_MODEL, GiB, GPUClass, ModelFacts, model_facts
 
 
 def activation_bytes(facts: ModelFacts, tokens: int, checkpointing: bool) -> float:

@@ -17,9 +17,9 @@ from pathlib import Path
 
 import pandas as pd
 
-from rmlib.config import Model, RunConfig
 from rmlib.reflect.registry import METHODS
-from rmlib.run_folder import RunFolder
+from rmlib.run.config import Model, RunConfig
+from rmlib.run.folder import RunFolder
 
 MODELS: tuple[str, ...] = typing.get_args(Model)  # in the paper's order
 

@@ -4,7 +4,7 @@ Pairs come from a benchmark loader (`rmlib.data.load`) or a plain pairs file (`r
 the judge is a `JudgeConfig` (the model, generation, prompt and inference sections a params file
 has, plus what only this command needs) and a backend built from it alone (`judge_backend`): no
 RunConfig, no run folder. The two stages and the votes are `rmlib.reflect`'s, generation goes
-through `rmlib.judge`, and every sample through a `GenerationStore`, so an interrupted call
+through `rmlib.judge.judgments`, and every sample through a `GenerationStore`, so an interrupted call
 resumes where it stopped.
 
 Output: one row per (method, pair id, order), the columns `rmlib score` reads (id, order, method,
@@ -24,11 +24,11 @@ from typing import Any, Literal
 
 import pandas as pd
 
-from rmlib.config import PARAMS, GenerationSection, ModelSection, PromptSection, doc
 from rmlib.data._io import Row, collect, read_file, user
 from rmlib.data.pair import LoadResult, OnError, Pair
 from rmlib.reflect.registry import METHODS
 from rmlib.reflect.settings import ReflectConfig
+from rmlib.run.config import PARAMS, GenerationSection, ModelSection, PromptSection, doc
 
 # Any registered method (rmlib.reflect.registry): a vote added there is one here too
 JUDGE_METHODS: tuple[str, ...] = METHODS
@@ -192,8 +192,8 @@ def judge_backend(cfg: JudgeConfig, store: str | Path) -> tuple[Any, Any]:
     """(stored backend, tokenizer) for the judge `cfg` describes; every sample goes through the
     SQLite store at `store`. The engine (or server handshake) starts on the first sample the
     store cannot answer: a fully stored call starts none."""
+    from rmlib.generation.models import load_tokenizer, model_identity, resolve_precision
     from rmlib.generation.store import CachedBackend, GenerationStore
-    from rmlib.models import load_tokenizer, model_identity, resolve_precision
 
     precision, _ = resolve_precision(cfg.model.precision)
     tokenizer = load_tokenizer(cfg.model.backbone, trust_remote_code=cfg.model.trust_remote_code)
@@ -214,15 +214,15 @@ def judge_weights(cfg: JudgeConfig) -> tuple[str, str | None]:
     """(checkpoint folder the engine loads, adapter it serves by LoRA or None).
 
     With an adapter and generation.adapters 'merged' ('auto' on a machine without CUDA, as a
-    run's: rmlib.backends.adapter_mode) the adapter is merged once into a checkpoint under the
+    run's: rmlib.run.backends.adapter_mode) the adapter is merged once into a checkpoint under the
     model cache, <RMLIB_CACHE>/merged/<key> (delete the folder to reclaim its space), keyed by
     the base checkpoint's absolute path and files (sizes, times) and the adapter's content: vLLM's
     CPU LoRA ops gather every token's LoRA weights, and measured here (SmolLM2-135M, 8
     RewardBench judgments of 128 tokens) LoRA took 179 s against 79 s without an adapter."""
     import hashlib
 
-    from rmlib.backends import merge_once
-    from rmlib.models import cache_dir, model_identity, resolve_model, resolve_precision
+    from rmlib.generation.models import cache_dir, model_identity, resolve_model, resolve_precision
+    from rmlib.run.backends import merge_once
 
     path, adapter = resolve_model(cfg.model.backbone), cfg.judge.adapter
     if adapter is None or not _merges(cfg):
@@ -239,19 +239,19 @@ def judge_weights(cfg: JudgeConfig) -> tuple[str, str | None]:
 
 def _merges(cfg: JudgeConfig) -> bool:
     """Whether the judge's adapter is merged rather than served by LoRA (adapter_mode)."""
-    from rmlib.backends import adapter_mode
+    from rmlib.run.backends import adapter_mode
 
     return cfg.judge.adapter is not None and adapter_mode(cfg) == "merged"  # type: ignore[arg-type]
 
 
 def engine_settings(cfg: JudgeConfig, *, max_model_len: int | None = None) -> Any:
     """The vLLM engine `cfg`'s judge runs on: in this process (backend 'vllm') and behind
-    `rmlib serve --checkpoint` (rmlib.serve.checkpoint_spec), from one place so the two engines
-    cannot drift (its weights: `judge_weights`; its fields: rmlib.backends.engine_settings, as a
+    `rmlib serve --checkpoint` (rmlib.generation.servers.checkpoint_spec), from one place so the two engines
+    cannot drift (its weights: `judge_weights`; its fields: rmlib.run.backends.engine_settings, as a
     run's). max_model_len: None = what this call needs (cfg.context_tokens())."""
-    from rmlib.backends import engine_settings as from_section
+    from rmlib.generation.models import resolve_precision
     from rmlib.generation.vllm import adapter_rank
-    from rmlib.models import resolve_precision
+    from rmlib.run.backends import engine_settings as from_section
 
     path, lora = judge_weights(cfg)
     return from_section(
@@ -265,8 +265,8 @@ def engine_settings(cfg: JudgeConfig, *, max_model_len: int | None = None) -> An
 
 
 def _vllm(cfg: JudgeConfig, tokenizer: Any, identity: str, precision: str) -> Any:
+    from rmlib.generation.models import resolve_model
     from rmlib.generation.vllm import VLLMBackend, checkpoint_stop_ids, engine
-    from rmlib.models import resolve_model
 
     merged = _merges(cfg)
     return VLLMBackend(
@@ -281,7 +281,7 @@ def _vllm(cfg: JudgeConfig, tokenizer: Any, identity: str, precision: str) -> An
 
 
 def _http(cfg: JudgeConfig, tokenizer: Any, identity: str, precision: str) -> Any:
-    from rmlib.backends import http_client
+    from rmlib.run.backends import http_client
 
     served = cfg.judge.served_model or cfg.model.backbone
     return http_client(
@@ -308,7 +308,7 @@ def _api_key(g: GenerationSection) -> str | None:
 
 def _hf(cfg: JudgeConfig, tokenizer: Any, identity: str, precision: str) -> Any:
     from rmlib.generation.hf import HFBackend
-    from rmlib.models import load_backbone
+    from rmlib.generation.models import load_backbone
 
     model, tokenizer = load_backbone(
         cfg.model.backbone,
@@ -351,7 +351,7 @@ def judge(
     (OUTPUT_COLUMNS, one row per method, pair id and order). `backend` is any Backend (pass a
     CachedBackend, e.g. from `judge_backend`, so every sample is stored); `tokenizer` the
     judge's, which renders the prompts as `cfg`'s prompts and model sections say."""
-    from rmlib.prompts import PromptFormat
+    from rmlib.judge.prompts import PromptFormat
     from rmlib.reflect import run_reflectrm
 
     cfg = cfg or JudgeConfig()
@@ -369,7 +369,7 @@ def judge(
 
 
 def _greedy_only(pairs, backend, fmt: Any, infer: ReflectConfig) -> Any:
-    from rmlib.judge import judge_pairs
+    from rmlib.judge.judgments import judge_pairs
     from rmlib.reflect import judged_orders
 
     greedy = judge_pairs(
@@ -385,7 +385,7 @@ def _greedy_only(pairs, backend, fmt: Any, infer: ReflectConfig) -> Any:
 
 def _stage1_only(pairs, backend, fmt: Any, infer: ReflectConfig) -> Any:
     """Majority (and greedy) need no stage 2: the sampled judgments and their vote alone."""
-    from rmlib.judge import judge_pairs
+    from rmlib.judge.judgments import judge_pairs
     from rmlib.reflect import judged_orders
 
     judged = judged_orders(pairs, infer)
@@ -559,8 +559,8 @@ def load_pairs(
     """The pairs to judge: a benchmark through its loader (`source`, `path` its local copy or
     None for the hub), else the pairs file at `path`; `n` keeps a seeded draw of about n pairs
     (whole groups, as a run's subsample)."""
-    from rmlib.config import DatasetSpec
-    from rmlib.pipeline import load_split
+    from rmlib.run.config import DatasetSpec
+    from rmlib.workbook.steps import load_split
 
     if source is None:
         if path is None:

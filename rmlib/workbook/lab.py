@@ -21,14 +21,14 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from rmlib.run_folder import ENV_PARAMS, ENV_RUN_DIR, project_root
+from rmlib.run.folder import ENV_PARAMS, ENV_RUN_DIR, project_root
 
 DEFAULT_PARAMS = project_root() / "params" / "demo.yaml"  # its run folder is `make demo`'s
 
 
 def run_folder_of(params_file: Path) -> Path:
     """Where `rmlib run PARAMS` writes: run.output_root / run.name (relative to the cwd)."""
-    from rmlib.config import load_config
+    from rmlib.run.config import load_config
 
     cfg = load_config(params_file)
     return Path(cfg.run.output_root) / cfg.run.name

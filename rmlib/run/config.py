@@ -31,11 +31,11 @@ import yaml
 from pydantic import AfterValidator, ConfigDict, Field, TypeAdapter, ValidationError
 
 if TYPE_CHECKING:
-    from rmlib.plan.settings import PlanSection
     from rmlib.reflect.settings import ReflectConfig
     from rmlib.training.grpo_config import GRPOSettings
     from rmlib.training.mix import TrainMixConfig
     from rmlib.training.sft import WarmupConfig
+    from rmlib.workbook.plan.settings import PlanSection
 
 
 def doc(text: str, default: Any = dataclasses.MISSING, **kw: Any) -> Any:
@@ -107,7 +107,7 @@ def check_run_name(name: str) -> str:
 
 def notebook_stems() -> list[str]:
     """The workbook's notebooks: the stems of notebooks/*.ipynb in the project."""
-    from rmlib.run_folder import project_root  # run_folder imports this module
+    from rmlib.run.folder import project_root  # run_folder imports this module
 
     return sorted(p.stem for p in (project_root() / "notebooks").glob("*.ipynb"))
 
@@ -231,7 +231,7 @@ class GenerationSection:
         "(OpenAI-compatible vLLM/SGLang servers at `endpoints`; rmlib.generation.http has the "
         "serve commands) or 'served' (the same, over run.gpus vLLM servers the run starts on its "
         "first generation the store cannot answer, one per GPU, and stops at its end: "
-        "rmlib.serve).",
+        "rmlib.generation.servers).",
         "hf",
     )
     max_batch_tokens: Count = doc(
@@ -383,7 +383,7 @@ class PromptSection:
 
     max_prompt_tokens: Count = doc(
         "Context budget of a judgment (Pref.) prompt: rollouts, stage 1 and greedy judgments, "
-        "Pref. training items (paper/ConsistRM: 4,096). Over it (rmlib.prompts): the oldest "
+        "Pref. training items (paper/ConsistRM: 4,096). Over it (rmlib.judge.prompts): the oldest "
         "earlier turns are dropped first, then the responses cut from their end.",
         4096,
     )
@@ -460,18 +460,18 @@ class EvalSection:
 
 
 SECTIONS: dict[str, str] = {
-    "run": "rmlib.config:RunSection",
-    "model": "rmlib.config:ModelSection",
-    "data": "rmlib.config:DataSection",
-    "generation": "rmlib.config:GenerationSection",
-    "prompts": "rmlib.config:PromptSection",
-    "rollouts": "rmlib.config:RolloutSection",
+    "run": "rmlib.run.config:RunSection",
+    "model": "rmlib.run.config:ModelSection",
+    "data": "rmlib.run.config:DataSection",
+    "generation": "rmlib.run.config:GenerationSection",
+    "prompts": "rmlib.run.config:PromptSection",
+    "rollouts": "rmlib.run.config:RolloutSection",
     "warmup": "rmlib.training.sft:WarmupConfig",
     "mix": "rmlib.training.mix:TrainMixConfig",
     "grpo": "rmlib.training.grpo_config:GRPOSettings",
     "inference": "rmlib.reflect.settings:ReflectConfig",
-    "eval": "rmlib.config:EvalSection",
-    "plan": "rmlib.plan.settings:PlanSection",
+    "eval": "rmlib.run.config:EvalSection",
+    "plan": "rmlib.workbook.plan.settings:PlanSection",
 }
 
 

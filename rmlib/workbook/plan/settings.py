@@ -2,7 +2,7 @@
 
 Nothing here changes what a run does: these are what the dry run's EXPECTED figures assume
 (the upper bounds assume every prompt at its budget and every generation at its cap). The run's
-params hash leaves this section out (`rmlib.run.params_hash`), so editing it never re-runs a
+params hash leaves this section out (`rmlib.workbook.execute.params_hash`), so editing it never re-runs a
 finished notebook.
 """
 
@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from rmlib.config import PARAMS, Count, OpenShare, Share, doc
+from rmlib.run.config import PARAMS, Count, OpenShare, Share, doc
 
 
 @dataclass
@@ -20,7 +20,7 @@ class PlanSection:
     lengths: str | None = doc(
         "A JSON file of measured length statistics (`rmlib data stats SOURCE --lengths FILE` "
         "adds one source per call): its per-source prompt lengths replace the built-in ones "
-        "(rmlib.plan.lengths.BUILT_IN). `rmlib run --dry-run --lengths FILE` sets it too. None: "
+        "(rmlib.workbook.plan.lengths.BUILT_IN). `rmlib run --dry-run --lengths FILE` sets it too. None: "
         "the built-in figures.",
         None,
     )

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
-from rmlib.config import DatasetSpec, RunConfig
+from rmlib.run.config import DatasetSpec, RunConfig
 
 
 @dataclass(frozen=True)

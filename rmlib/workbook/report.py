@@ -18,11 +18,11 @@ from typing import Any
 import pandas as pd
 
 from rmlib import analysis
-from rmlib.config import RunConfig
 from rmlib.data import label_of
 from rmlib.plots.registry import FIGURES, caption
-from rmlib.run_folder import RunFolder
-from rmlib.run_models import MODELS, evaluated_models, headline_model
+from rmlib.run.config import RunConfig
+from rmlib.run.folder import RunFolder
+from rmlib.run.models import MODELS, evaluated_models, headline_model
 from rmlib.training.model_card import fill_evaluation
 
 
@@ -58,7 +58,7 @@ def _fill_model_cards(run: RunFolder, main: pd.DataFrame) -> None:
         rows = analysis.paper_layout(main[main["model"] == model])
         text = (
             f"Run `{run.path.name}`, official scoring, given order; score [95 % interval] in "
-            "percent (rmlib.report).\n\n" + markdown_table(rows)
+            "percent (rmlib.workbook.report).\n\n" + markdown_table(rows)
         )
         fill_evaluation(run.adapter_dir(model), text)
 
@@ -114,7 +114,7 @@ def _title(cfg: RunConfig, run: RunFolder) -> str:
     if cfg.run.description:
         lines.append(cfg.run.description)
     lines.append(
-        f"_Written {when} from `{run.path}` by `rmlib.report`. Scores are in percent; "
+        f"_Written {when} from `{run.path}` by `rmlib.workbook.report`. Scores are in percent; "
         "intervals are 95 % bootstrap intervals._"
     )
     return "\n\n".join(lines)
