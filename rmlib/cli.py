@@ -18,9 +18,9 @@ from typing import Any
 
 import yaml
 
+from rmlib.config import ConfigError, read_yaml
 from rmlib.data._io import HubUnavailable
 from rmlib.data.pair import DataError
-from rmlib.run.config import ConfigError, read_yaml
 from rmlib.workbook.execute import NotebookFailed, RunFolderBusy
 from rmlib.workbook.lab import add_lab_parser
 
@@ -524,7 +524,8 @@ def _servers(args: argparse.Namespace) -> Iterator[tuple[Any, Any]]:
     from pathlib import Path
 
     from rmlib.generation import servers as serve
-    from rmlib.run.config import GenerationSection, load_config
+    from rmlib.generation.settings import GenerationSection
+    from rmlib.run.config import load_config
     from rmlib.run.folder import RunFolder
 
     adapters = dict(args.adapters)

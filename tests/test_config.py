@@ -6,16 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from rmlib.run.config import (
-    SECTIONS,
-    ConfigError,
-    Scheduler,
-    config_from_dict,
-    describe,
-    load_config,
-    set_dotted,
-    sweep_points,
-)
+from rmlib.config import ConfigError, Scheduler, set_dotted
+from rmlib.run.config import SECTIONS, config_from_dict, describe, load_config, sweep_points
 
 ROOT = Path(__file__).resolve().parents[1]
 PROFILES = sorted((ROOT / "params").glob("*.yaml"))
@@ -174,10 +166,10 @@ def test_one_home_for_each_shared_prompt_setting():
     """enable_thinking and critique_with_result live in exactly one section each."""
     import dataclasses
 
-    from rmlib.run.config import _section_class
+    from rmlib.run.config import SECTIONS as _SECTIONS
 
     homes = {
-        key: [n for n in SECTIONS if key in {f.name for f in dataclasses.fields(_section_class(n))}]
+        key: [n for n in SECTIONS if key in {f.name for f in dataclasses.fields(_SECTIONS[n])}]
         for key in ("enable_thinking", "critique_with_result", "max_reflection_prompt_tokens")
     }
     assert homes == {
@@ -311,9 +303,10 @@ def test_every_number_of_the_params_has_a_range():
     """A numeric field added as a bare int or float (no range) fails here."""
     import dataclasses
 
-    from rmlib.run.config import DatasetSpec, _section_class
+    from rmlib.data.settings import DatasetSpec
+    from rmlib.run.config import SECTIONS as _SECTIONS
 
-    classes = {name: _section_class(name) for name in SECTIONS} | {"data.eval[]": DatasetSpec}
+    classes = dict(_SECTIONS) | {"data.eval[]": DatasetSpec}
 
     def bare(tp: object) -> bool:
         """int or float with no Annotated range, itself or in a union (int | None) or a list."""

@@ -632,8 +632,9 @@ def test_a_server_that_reports_no_context_length_gets_a_notice(serve):
 def test_params_select_the_http_backend_for_a_run(tmp_path, hf, serve, monkeypatch):
     """generation.backend 'http' in a params file: the workbook's models are asked of the servers
     under their served names, through the run's store, and give what the local model gives."""
+    from rmlib.config import ConfigError
     from rmlib.run import backends as pipeline
-    from rmlib.run.config import ConfigError, config_from_dict
+    from rmlib.run.config import config_from_dict
     from rmlib.run.folder import RunFolder
 
     server = serve(served=("tiny-qwen3", "unified"), api_key="sk-test", max_model_len=1 << 16)
@@ -698,8 +699,9 @@ def test_a_runs_key_comes_only_from_the_variable_its_params_name(monkeypatch):
     """api_key_env naming an unset or empty variable is refused in one line naming it, never
     made up for from OPENAI_API_KEY (that key may belong to another server); with no
     api_key_env no key is read at all."""
+    from rmlib.config import ConfigError
     from rmlib.run.backends import api_key
-    from rmlib.run.config import ConfigError, config_from_dict
+    from rmlib.run.config import config_from_dict
     from rmlib.workbook.execute import check_api_key
 
     monkeypatch.setenv("OPENAI_API_KEY", "sk-someone-elses")

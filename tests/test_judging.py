@@ -18,9 +18,10 @@ from test_reflect import LABELS, SCRIPT
 
 from rmlib.cli import main
 from rmlib.data.pair import DataError
+from rmlib.generation.settings import GenerationSection
 from rmlib.judge.prompts import PromptFormat
+from rmlib.judge.settings import PromptSection
 from rmlib.reflect import METHODS, ReflectConfig, run_reflectrm
-from rmlib.run.config import GenerationSection, PromptSection
 from rmlib.scoring import score_predictions
 from rmlib.scoring.predictions import load_predictions
 from rmlib.tools.judge import (

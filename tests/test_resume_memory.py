@@ -7,7 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from rmlib.run.config import ConfigError, load_config
+from rmlib.config import MEMORY_SETTINGS, NOT_RESULTS, ConfigError
+from rmlib.run.config import load_config
 from rmlib.workbook import execute as runner
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -34,10 +35,10 @@ MEMORY_ONLY = {
 
 def test_the_memory_settings_list_names_real_params():
     cfg = load_config(SMOKE).to_dict()
-    for key in runner.MEMORY_SETTINGS:
+    for key in MEMORY_SETTINGS:
         section, name = key.split(".")
         assert name in cfg[section], key
-    assert set(MEMORY_ONLY) == set(runner.NOT_RESULTS)  # the test changes every one of them
+    assert set(MEMORY_ONLY) == set(NOT_RESULTS)  # the test changes every one of them
 
 
 def test_memory_settings_keep_the_params_hash_and_results_settings_do_not():

@@ -273,8 +273,9 @@ def test_the_model_card_shows_the_adapter_judging_served_and_as_a_reward(tmp_pat
 
 
 def test_a_run_selects_the_chat_api_and_declares_its_log_probs(tmp_path):
+    from rmlib.config import ConfigError
     from rmlib.run import backends
-    from rmlib.run.config import ConfigError, config_from_dict
+    from rmlib.run.config import config_from_dict
     from rmlib.run.folder import RunFolder
 
     generation = {"backend": "http", "endpoints": ["http://127.0.0.1:9"], "progress": False}

@@ -344,7 +344,7 @@ def test_cli_numeric_options_refuse_out_of_range_values(capsys, argv, line):
 
 
 def test_run_refuses_a_missing_notebook_before_any_work(tmp_path):
-    from rmlib.run.config import ConfigError
+    from rmlib.config import ConfigError
 
     over = {"run.notebooks": ["01_data", "99_nope"], "run.output_root": str(tmp_path)}
     with pytest.raises(ConfigError, match=r"'run.notebooks\[1\]': '99_nope' is not one of"):

@@ -29,8 +29,9 @@ import yaml
 
 from rmlib.generation import servers as serve
 from rmlib.generation.models import TINY_QWEN3
+from rmlib.generation.settings import GenerationSection
 from rmlib.generation.vllm import EngineSettings
-from rmlib.run.config import GenerationSection, config_from_dict
+from rmlib.run.config import config_from_dict
 
 ROOT = Path(__file__).resolve().parents[1]
 

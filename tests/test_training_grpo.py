@@ -431,7 +431,7 @@ def test_trl_config_is_parsed_by_the_librarys_parser(tmp_path):
 
     from trl import GRPOConfig
 
-    from rmlib.run.config import ConfigError
+    from rmlib.config import ConfigError
     from rmlib.training.grpo_config import grpo_args
     from rmlib.workbook.execute import check_trl_keys
 

@@ -20,7 +20,8 @@ from pathlib import Path
 
 import pytest
 
-from rmlib.run.config import ConfigError, config_from_dict, load_config
+from rmlib.config import ConfigError
+from rmlib.run.config import config_from_dict, load_config
 from rmlib.training.grpo_config import GRPOSettings, batch_plan, per_process
 from rmlib.training.launch import SPEC_JSON, TrainJob, command, run_job
 

@@ -135,7 +135,7 @@ from openai.types.chat import ChatCompletion
 from openai.types.chat.chat_completion import Choice as ChatChoice
 
 from rmlib.generation.base import Generation, SamplingParams, sample_seed
-from rmlib.run.config import GenerationSection
+from rmlib.generation.settings import GenerationSection
 
 SeedMode = Literal["per_sample", "server_n"]
 Api = Literal["completions", "chat"]

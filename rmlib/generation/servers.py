@@ -50,8 +50,9 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+from rmlib.generation.settings import GenerationSection
 from rmlib.generation.vllm import EngineSettings, adapter_rank
-from rmlib.run.config import GenerationSection, RunConfig
+from rmlib.run.config import RunConfig
 from rmlib.run.folder import RunFolder
 
 SERVER_MODULE = "vllm.entrypoints.launchers.api_server.entry"
@@ -102,8 +103,8 @@ def checkpoint_spec(
     `adapters`: 'lora' serves the adapters by LoRA beside the base model; 'merged', or 'auto'
     without CUDA, serves one adapter merged into the base under the adapter's name, the base
     itself not served: one model per vLLM server). Default: GenerationSection's defaults."""
+    from rmlib.generation.settings import ModelSection
     from rmlib.run.backends import adapter_mode
-    from rmlib.run.config import ModelSection
     from rmlib.tools.judge import JudgeConfig, JudgeSection, engine_settings
 
     cfg = JudgeConfig(

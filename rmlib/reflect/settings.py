@@ -8,8 +8,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
+from rmlib.config import PARAMS, Count, CountOrOff, OpenShare, Positive, Seed, doc
 from rmlib.generation.base import SamplingParams
-from rmlib.run.config import PARAMS, Count, CountOrOff, OpenShare, Positive, Seed, doc
 
 Choice = int | None
 

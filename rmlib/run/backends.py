@@ -11,7 +11,9 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
-from rmlib.run.config import ConfigError, GenerationSection, RunConfig
+from rmlib.config import ConfigError
+from rmlib.generation.settings import GenerationSection
+from rmlib.run.config import RunConfig
 from rmlib.run.folder import RunFolder
 from rmlib.run.models import MODELS, trained_models
 

@@ -25,16 +25,12 @@ from typing import Any
 import pandas as pd
 import yaml
 
+from rmlib.config import project_root
 from rmlib.data.pair import Pair
 from rmlib.run.config import RunConfig, config_from_dict, load_config
 
 ENV_RUN_DIR = "RMLIB_RUN_DIR"
 ENV_PARAMS = "RMLIB_PARAMS"
-
-
-def project_root() -> Path:
-    """The checkout holding params/ and notebooks/ (rmlib is installed editable from it)."""
-    return Path(__file__).resolve().parents[1]
 
 
 class RunFolder:

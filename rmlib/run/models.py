@@ -18,8 +18,9 @@ from pathlib import Path
 import pandas as pd
 
 from rmlib.reflect.registry import METHODS
-from rmlib.run.config import Model, RunConfig
+from rmlib.run.config import RunConfig
 from rmlib.run.folder import RunFolder
+from rmlib.run.sections import Model
 
 MODELS: tuple[str, ...] = typing.get_args(Model)  # in the paper's order
 

@@ -24,11 +24,13 @@ from typing import Any, Literal
 
 import pandas as pd
 
+from rmlib.config import PARAMS, doc
 from rmlib.data._io import Row, collect, read_file, user
 from rmlib.data.pair import LoadResult, OnError, Pair
+from rmlib.generation.settings import GenerationSection, ModelSection
+from rmlib.judge.settings import PromptSection
 from rmlib.reflect.registry import METHODS
 from rmlib.reflect.settings import ReflectConfig
-from rmlib.run.config import PARAMS, GenerationSection, ModelSection, PromptSection, doc
 
 # Any registered method (rmlib.reflect.registry): a vote added there is one here too
 JUDGE_METHODS: tuple[str, ...] = METHODS
@@ -559,7 +561,7 @@ def load_pairs(
     """The pairs to judge: a benchmark through its loader (`source`, `path` its local copy or
     None for the hub), else the pairs file at `path`; `n` keeps a seeded draw of about n pairs
     (whole groups, as a run's subsample)."""
-    from rmlib.run.config import DatasetSpec
+    from rmlib.data.settings import DatasetSpec
     from rmlib.workbook.steps import load_split
 
     if source is None:

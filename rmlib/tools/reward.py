@@ -52,12 +52,12 @@ from typing import Any, Literal
 
 import pandas as pd
 
+from rmlib.config import PARAMS, Count, doc
 from rmlib.data.pair import Pair
 from rmlib.generation.base import Backend
 from rmlib.judge import judgments as judge
 from rmlib.judge.prompts import PromptBudget, PromptFormat
 from rmlib.reflect.settings import ReflectConfig
-from rmlib.run.config import PARAMS, Count, doc
 from rmlib.training.reward import completion_text
 
 Opponent = Literal["reference", "group", "round_robin"]

@@ -58,7 +58,7 @@ from dataclasses import asdict, fields
 from pathlib import Path
 from typing import Any
 
-from rmlib.run.config import ConfigError, config_from_dict, read_yaml
+from rmlib.config import MEMORY_SETTINGS, ConfigError, build_section, read_yaml
 from rmlib.training.colocate import adapter_bases
 from rmlib.training.grpo_config import GRPOSettings, batch_plan, per_process
 from rmlib.training.grpo_trainer import build_trainer
@@ -169,7 +169,6 @@ def _results_settings(settings: dict[str, Any]) -> dict[str, Any]:
     """GRPO settings less the memory ones (rmlib.workbook.execute.MEMORY_SETTINGS), with the completions per
     optimizer step they may not change: a finished training stays finished when only memory
     settings changed after it."""
-    from rmlib.workbook.execute import MEMORY_SETTINGS
 
     out = {k: v for k, v in settings.items() if f"grpo.{k}" not in MEMORY_SETTINGS}
     micro = settings.get("per_device_train_batch_size")
@@ -214,12 +213,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     dataset, provenance = load_mix(args.mix)
     # validated as a params file's grpo section is (ranges, types, the batch on the processes
     # accelerate launch started: WORLD_SIZE), before any model loads
-    params = {"grpo": _parse_set(args.set), "run": {"gpus": int(os.environ.get("WORLD_SIZE", 1))}}
+    gpus = int(os.environ.get("WORLD_SIZE", 1))
     try:
+        settings = build_section(GRPOSettings, _parse_set(args.set), "grpo", "--set")
         # the step stays --set's on WORLD_SIZE processes (grpo.keep_step_on_gpus)
-        cfg = per_process(config_from_dict(params, source="--set").grpo, params["run"]["gpus"])
+        cfg = per_process(settings, gpus)
+        batch_plan(cfg, gpus)
     except ConfigError as e:
         raise SystemExit(str(e)) from None
+    except ValueError as e:  # as rmlib.run.config words a batch the processes cannot divide
+        raise SystemExit(f"--set: 'grpo' on run.gpus = {gpus}: {e}") from None
     out = train_grpo(
         dataset,
         cfg,

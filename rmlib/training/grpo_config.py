@@ -15,8 +15,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import AfterValidator, Field
 
-from rmlib.generation.vllm import VLLM_LORA_RANKS
-from rmlib.run.config import (
+from rmlib.config import (
     PARAMS,
     Count,
     CountOrOff,
@@ -29,6 +28,7 @@ from rmlib.run.config import (
     Seed,
     doc,
 )
+from rmlib.generation.vllm import VLLM_LORA_RANKS
 from rmlib.training.reward import DEFAULT_UNPARSEABLE_PENALTY
 
 # a group needs two completions: GRPO's advantage is a completion's reward against its group's

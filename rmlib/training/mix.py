@@ -67,9 +67,9 @@ from typing import Any, Literal
 
 import pandas as pd
 
+from rmlib.config import PARAMS, CountOrOff, Seed, doc
 from rmlib.data.pair import DataError, Pair
 from rmlib.judge import prompts
-from rmlib.run.config import PARAMS, CountOrOff, Seed, doc
 
 PAIR_CLASSES: tuple[str, ...] = ("easy", "mixed", "all_wrong", "correct_or_failed")
 VARIANTS: dict[str, str] = {

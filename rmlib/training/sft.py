@@ -30,19 +30,9 @@ from pathlib import Path
 from typing import Any, Literal
 
 from rmlib import status
+from rmlib.config import PARAMS, Count, Dropout, Positive, Precision, Scheduler, Seed, Share, doc
 from rmlib.data.pair import Pair
 from rmlib.judge import prompts
-from rmlib.run.config import (
-    PARAMS,
-    Count,
-    Dropout,
-    Positive,
-    Precision,
-    Scheduler,
-    Seed,
-    Share,
-    doc,
-)
 
 
 @dataclass

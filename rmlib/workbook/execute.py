@@ -30,8 +30,9 @@ from typing import Any
 import yaml
 
 from rmlib import status
+from rmlib.config import NOT_RESULTS, project_root
 from rmlib.run.config import RunConfig, load_config, sweep_points
-from rmlib.run.folder import RunFolder, project_root
+from rmlib.run.folder import RunFolder
 
 log = logging.getLogger("rmlib.workbook.execute")
 
@@ -68,29 +69,6 @@ LOCK_FILE = ".lock"
 class Interrupted(KeyboardInterrupt):
     """Ctrl-C during a run; says how to resume (the command line prints it as one line)."""
 
-
-# Settings that size memory, not results: a run stopped by out-of-memory resumes with any of them
-# changed. The generation store keys on (model, prompt, sampling settings, sample index) only, so
-# none of them regenerates a stored sample, and params_hash leaves them out, so no completed
-# notebook runs again. GRPO's micro-batch and accumulation trade against each other: their
-# product (completions per optimizer step, which changes training) stays in the hash. GRPO's
-# generation batch is not here: TRL drops an incomplete last one, so it sets the steps an epoch.
-MEMORY_SETTINGS: tuple[str, ...] = (
-    "generation.max_batch_tokens",
-    "generation.max_batch_size",
-    "generation.chunk_prompts",
-    "generation.gpu_memory_utilization",
-    "generation.kv_cache_gib",
-    "generation.max_num_seqs",
-    "generation.max_num_batched_tokens",
-    "grpo.per_device_train_batch_size",
-    "grpo.gradient_accumulation_steps",
-    "grpo.gradient_checkpointing",
-    "grpo.vllm_gpu_memory_utilization",
-    "grpo.vllm_cpu_kv_cache_gib",
-)
-# Settings that change neither results nor memory: the card the run checks for (check_gpu_class).
-NOT_RESULTS: tuple[str, ...] = (*MEMORY_SETTINGS, "run.gpu_class")
 
 
 def results_params(cfg: RunConfig) -> dict[str, Any]:
@@ -487,7 +465,7 @@ def check_device(cfg: RunConfig, cuda: bool | None = None) -> None:
     Without this a Qwen3-4B profile on a laptop silently starts a weeks-long CPU run. The
     embedded models are made for the CPU; `model.allow_cpu: true` lets any other run there.
     """
-    from rmlib.run.config import ConfigError
+    from rmlib.config import ConfigError
 
     backbone = cfg.model.backbone
     if backbone.startswith("embedded:") or cfg.model.allow_cpu:
@@ -514,7 +492,7 @@ def check_gpu_class(cfg: RunConfig, cards: list[tuple[str, float]] | None = None
     another class of the same memory runs, with one warning line. Skipped when run.gpu_class is
     None or no GPU is visible (check_device rules the CPU). `cards`: (name, GiB) per GPU the run
     uses; None asks nvidia-smi (the runner never opens a CUDA context)."""
-    from rmlib.run.config import ConfigError
+    from rmlib.config import ConfigError
     from rmlib.workbook.plan.facts import class_of_device, gpu_class
 
     cards = visible_gpus() if cards is None else cards
@@ -576,7 +554,7 @@ def preflight(cfg: RunConfig) -> None:
 def check_trl_keys(cfg: RunConfig) -> None:
     """Refuse, before any work, a grpo.trl key that trl.GRPOConfig does not have, naming the
     params file (`grpo_config.check_trl_keys` is the rule)."""
-    from rmlib.run.config import ConfigError
+    from rmlib.config import ConfigError
     from rmlib.training.grpo_config import check_trl_keys as check
 
     try:
@@ -618,7 +596,7 @@ def _write_state(run: RunFolder, state: dict[str, Any]) -> None:
 def library_hash() -> str:
     """A hash of rmlib's source: a notebook done under other library code counts as not done."""
     h = hashlib.sha256()
-    root = Path(__file__).resolve().parent
+    root = project_root() / "rmlib"
     for path in sorted(root.rglob("*.py")):
         h.update(str(path.relative_to(root)).encode())
         h.update(path.read_bytes())

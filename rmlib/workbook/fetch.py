@@ -15,7 +15,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
-from rmlib.run.config import DatasetSpec, RunConfig
+from rmlib.data.settings import DatasetSpec
+from rmlib.run.config import RunConfig
 
 
 @dataclass(frozen=True)

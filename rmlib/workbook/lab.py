@@ -21,7 +21,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from rmlib.run.folder import ENV_PARAMS, ENV_RUN_DIR, project_root
+from rmlib.config import project_root
+from rmlib.run.folder import ENV_PARAMS, ENV_RUN_DIR
 
 DEFAULT_PARAMS = project_root() / "params" / "demo.yaml"  # its run folder is `make demo`'s
 

@@ -20,9 +20,10 @@ import pandas as pd
 
 from rmlib import data as datasets_
 from rmlib.data.pair import LoadResult, Pair, subsample
+from rmlib.data.settings import DatasetSpec
 from rmlib.judge.prompts import PromptFormat
 from rmlib.run.backends import backend, base_path, model_ref
-from rmlib.run.config import DatasetSpec, RunConfig
+from rmlib.run.config import RunConfig
 from rmlib.run.folder import RunFolder
 from rmlib.run.models import MIX_VARIANT, stage1_model, trained_models
 

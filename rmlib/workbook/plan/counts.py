@@ -12,8 +12,9 @@ from statistics import NormalDist
 from typing import Any
 
 from rmlib.data import find_source
+from rmlib.data.settings import DatasetSpec
 from rmlib.paper import MIX_COUNTS
-from rmlib.run.config import DatasetSpec, RunConfig
+from rmlib.run.config import RunConfig
 from rmlib.run.models import MIX_VARIANT, stage1_model
 from rmlib.training.grpo_config import GRPOSettings, per_process
 from rmlib.training.mix import mix_counts

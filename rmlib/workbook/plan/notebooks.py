@@ -9,9 +9,10 @@ import json
 from pathlib import Path
 from typing import Any
 
+from rmlib.config import ConfigError
 from rmlib.generation.vllm import vllm_dtype
 from rmlib.run.backends import adapter_mode, context_tokens
-from rmlib.run.config import ConfigError, RunConfig, describe
+from rmlib.run.config import RunConfig, describe
 from rmlib.run.models import stage1_model, trained_models
 from rmlib.training.grpo_config import batch_plan, per_process
 from rmlib.workbook.plan.constants import (
