@@ -21,7 +21,8 @@ import yaml
 from rmlib.config import ConfigError, read_yaml
 from rmlib.data._io import HubUnavailable
 from rmlib.data.pair import DataError
-from rmlib.workbook.execute import NotebookFailed, RunFolderBusy
+from rmlib.run.lock import RunFolderBusy
+from rmlib.workbook.execute import NotebookFailed
 from rmlib.workbook.lab import add_lab_parser
 
 # argparse's convention: 2 for a command-line usage error, 1 for a data or runtime error
@@ -504,7 +505,7 @@ def _serve(args: argparse.Namespace) -> int:
                 serve.describe(
                     servers,
                     args.host,
-                    cfg=cfg,
+                    generation=cfg.generation if cfg is not None else None,
                     model=args.checkpoint or "",
                     adapters=dict(args.adapters),
                 ),
@@ -525,8 +526,10 @@ def _servers(args: argparse.Namespace) -> Iterator[tuple[Any, Any]]:
 
     from rmlib.generation import servers as serve
     from rmlib.generation.settings import GenerationSection
+    from rmlib.run.backends import served
     from rmlib.run.config import load_config
     from rmlib.run.folder import RunFolder
+    from rmlib.tools.serve import checkpoint_spec
 
     adapters = dict(args.adapters)
     if args.checkpoint is None:
@@ -539,7 +542,7 @@ def _servers(args: argparse.Namespace) -> Iterator[tuple[Any, Any]]:
         cfg = load_config(args.params, dict(args.overrides))
         run = RunFolder(Path(cfg.run.output_root) / cfg.run.name)
         models = args.models or (["base"] if adapters else None)
-        with serve.served(
+        with served(
             cfg, run, count=args.gpus, host=args.host, port=args.port, models=models,
             adapters=adapters, timeout=args.timeout,
         ) as servers:  # fmt: skip
@@ -547,7 +550,7 @@ def _servers(args: argparse.Namespace) -> Iterator[tuple[Any, Any]]:
         return
     if args.models or args.overrides:
         raise UsageError("--model and --set go with PARAMS.yaml, not --checkpoint")
-    spec = serve.checkpoint_spec(
+    spec = checkpoint_spec(
         args.checkpoint, served_name=args.served_name, adapters=adapters,
         precision=args.precision, max_model_len=args.max_model_len,
         generation=GenerationSection(adapters=args.adapter_mode, kv_cache_gib=args.kv_cache_gib),

@@ -136,12 +136,6 @@ CONSISTENCY: dict[tuple[str, str], dict[str, float]] = {
     ("unified", "reflectrm"): {"avg": 64.5, "judgebench": 54.9},
 }
 
-# Larger backbones: average of the four accuracy benchmarks, %.
-LARGER_BACKBONES: dict[str, dict[str, float]] = {
-    "Qwen3-8B": {"base_greedy_avg": 75.1, "reflectrm_avg": 77.3},
-    "Qwen3-14B": {"base_greedy_avg": 75.7, "reflectrm_avg": 79.5},
-}
-
 
 def paper_accuracy(model: str, method: str, scoring: str) -> float | None:
     """The paper's accuracy (%) for a system on a benchmark (a scoring rule), or None.

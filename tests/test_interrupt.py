@@ -20,12 +20,12 @@ import sys
 from pathlib import Path
 
 import rmlib.workbook.execute
-import rmlib.run.folder
+import rmlib.run.sections
 from rmlib.cli import main
 
 root = Path(sys.argv[1])
 # notebooks/ of the test, not the project's (the params check and the runner both look there)
-rmlib.workbook.execute.project_root = rmlib.run.folder.project_root = lambda: root
+rmlib.workbook.execute.project_root = rmlib.run.sections.project_root = lambda: root
 sys.exit(main(["run", str(root / "params.yaml")]))
 """
 

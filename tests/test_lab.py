@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
+from rmlib.run import lock
 from rmlib.run.folder import ENV_PARAMS, ENV_RUN_DIR, open_run
-from rmlib.workbook import execute as runner
 from rmlib.workbook import lab
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -72,13 +72,13 @@ def test_a_kernel_opening_the_run_from_the_environment_holds_its_lock(tmp_path):
     )
     try:
         assert kernel.stdout.readline().strip() == "smoke"  # params.yaml written from $PARAMS
-        busy = pytest.raises(runner.RunFolderBusy, match=rf"pid {kernel.pid};.*Shut Down Kernel")
-        with busy, runner.holding(folder):
+        busy = pytest.raises(lock.RunFolderBusy, match=rf"pid {kernel.pid};.*Shut Down Kernel")
+        with busy, lock.holding(folder):
             pass
     finally:
         kernel.stdin.close()
         kernel.wait(timeout=60)
-    with runner.holding(folder):  # the kernel's exit released it
+    with lock.holding(folder):  # the kernel's exit released it
         pass
 
 
@@ -91,7 +91,7 @@ def test_a_child_forked_by_the_kernel_does_not_keep_its_lock(tmp_path):
     code = textwrap.dedent(
         f"""
         import os, sys, time
-        from rmlib.workbook.execute import hold_until_exit
+        from rmlib.run.lock import hold_until_exit
         hold_until_exit(__import__("pathlib").Path({str(folder)!r}))
         child = os.fork()
         if child == 0:  # outlives its parent, off the parent's pipes (run() waits for them)
@@ -110,7 +110,7 @@ def test_a_child_forked_by_the_kernel_does_not_keep_its_lock(tmp_path):
     child = int(kernel.stdout)
     try:
         os.kill(child, 0)  # alive
-        with runner.holding(folder):  # and holding nothing
+        with lock.holding(folder):  # and holding nothing
             pass
     finally:
         os.kill(child, signal.SIGKILL)
@@ -122,5 +122,5 @@ def test_a_notebook_run_by_rmlib_run_leaves_the_lock_to_the_runner(tmp_path):
     folder.mkdir()
     (folder / "params.yaml").write_text((ROOT / "params" / "smoke.yaml").read_text())
     open_run(folder, None)
-    with runner.holding(folder):
+    with lock.holding(folder):
         pass

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from rmlib.run import lock
 from rmlib.run.config import load_config
 from rmlib.workbook import execute as runner
 from rmlib.workbook.plan import plan as plan_run
@@ -132,10 +133,10 @@ def test_a_run_name_that_leaves_output_root_is_refused_before_any_work(tmp_path,
 
 @pytest.fixture
 def hold() -> Iterator[Callable[[Path], subprocess.Popen]]:
-    """Start a process holding a folder's lock (`rmlib.workbook.execute.holding`) until killed."""
+    """Start a process holding a folder's lock (`rmlib.run.lock.holding`) until killed."""
     procs: list[subprocess.Popen] = []
     code = (
-        "import sys, time; from pathlib import Path; from rmlib.workbook.execute import holding\n"
+        "import sys, time; from pathlib import Path; from rmlib.run.lock import holding\n"
         "folder = Path(sys.argv[1]); folder.mkdir(parents=True, exist_ok=True)\n"
         "with holding(folder):\n    print('held', flush=True); time.sleep(600)\n"
     )
@@ -156,19 +157,19 @@ def hold() -> Iterator[Callable[[Path], subprocess.Popen]]:
 def test_the_run_folder_lock_names_its_holder_and_dies_with_it(tmp_path, hold):
     folder = tmp_path / "run"
     folder.mkdir()
-    busy = pytest.raises(runner.RunFolderBusy, match=rf"in use .*\(pid {os.getpid()};")
+    busy = pytest.raises(lock.RunFolderBusy, match=rf"in use .*\(pid {os.getpid()};")
     # a second open of the lock file is refused, even in the holding process
-    with runner.holding(folder), busy, runner.holding(folder):
+    with lock.holding(folder), busy, lock.holding(folder):
         pass
-    with runner.holding(folder):  # released at the end of the block
+    with lock.holding(folder):  # released at the end of the block
         pass
     holder = hold(folder)
-    with pytest.raises(runner.RunFolderBusy, match=rf"pid {holder.pid};"), runner.holding(folder):
+    with pytest.raises(lock.RunFolderBusy, match=rf"pid {holder.pid};"), lock.holding(folder):
         pass
     holder.kill()  # a kill -9'd run: the OS drops its lock, the next run takes the folder
     holder.wait(timeout=30)
-    with runner.holding(folder):
-        assert (folder / runner.LOCK_FILE).read_text() == f"{os.getpid()}\n"
+    with lock.holding(folder):
+        assert (folder / lock.LOCK_FILE).read_text() == f"{os.getpid()}\n"
 
 
 def test_a_second_rmlib_run_on_a_folder_in_use_is_refused_with_the_holders_pid(
@@ -189,7 +190,7 @@ def test_execute_holds_the_lock_while_the_notebooks_run(tmp_path, monkeypatch):
     seen = []
 
     def notebooks(cfg, run, **kw):
-        with pytest.raises(runner.RunFolderBusy), runner.holding(run.path):
+        with pytest.raises(lock.RunFolderBusy), lock.holding(run.path):
             pass
         seen.append(run.path)
         return []
@@ -198,7 +199,7 @@ def test_execute_holds_the_lock_while_the_notebooks_run(tmp_path, monkeypatch):
     over = {"run.output_root": str(tmp_path)}
     run, _ = runner.execute(ROOT / "params" / "smoke.yaml", name="held", overrides=over)
     assert seen == [tmp_path / "held"] and run.path == tmp_path / "held"
-    with runner.holding(run.path):  # released when the run ends
+    with lock.holding(run.path):  # released when the run ends
         pass
 
 

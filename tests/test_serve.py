@@ -32,6 +32,7 @@ from rmlib.generation.models import TINY_QWEN3
 from rmlib.generation.settings import GenerationSection
 from rmlib.generation.vllm import EngineSettings
 from rmlib.run.config import config_from_dict
+from rmlib.tools.serve import checkpoint_spec
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -71,7 +72,7 @@ def test_a_checkpoint_is_served_without_a_run_folder(tmp_path):
     adapter = tmp_path / "judge"
     adapter.mkdir()
     (adapter / "adapter_config.json").write_text('{"r": 24}')
-    spec = serve.checkpoint_spec(
+    spec = checkpoint_spec(
         TINY_QWEN3,
         adapters={"judge": str(adapter)},
         precision="fp32",
@@ -82,7 +83,7 @@ def test_a_checkpoint_is_served_without_a_run_folder(tmp_path):
     assert Path(spec.engine.model, "config.json").is_file()  # the embedded model's folder
     assert (spec.engine.dtype, spec.engine.max_model_len) == ("float32", 2048)
     assert spec.engine.enable_lora and spec.engine.llm_kwargs(False)["max_lora_rank"] == 32
-    assert serve.checkpoint_spec(TINY_QWEN3, served_name="j").names == ["j"]
+    assert checkpoint_spec(TINY_QWEN3, served_name="j").names == ["j"]
 
 
 @pytest.fixture(scope="module")
@@ -110,19 +111,19 @@ def test_on_a_cpu_one_adapter_is_served_merged_under_its_name(tiny_adapter, monk
     several adapters cannot share one merged server and are refused in one line."""
     monkeypatch.setenv("RMLIB_CACHE", str(tmp_path / "cache"))
     monkeypatch.setattr("torch.cuda.is_available", lambda: False)
-    spec = serve.checkpoint_spec(TINY_QWEN3, adapters={"judge": str(tiny_adapter)})
+    spec = checkpoint_spec(TINY_QWEN3, adapters={"judge": str(tiny_adapter)})
     assert spec.names == ["judge"] and not spec.engine.enable_lora
     merged = Path(spec.engine.model)
     assert merged.parent == tmp_path / "cache" / "merged" and (merged / "config.json").is_file()
-    again = serve.checkpoint_spec(TINY_QWEN3, adapters={"j2": str(tiny_adapter)})
+    again = checkpoint_spec(TINY_QWEN3, adapters={"j2": str(tiny_adapter)})
     assert again.engine.model == spec.engine.model  # the same adapter: merged once
     two = {"a": str(tiny_adapter), "b": str(tiny_adapter)}
     with pytest.raises(ValueError, match="one model per server"):
-        serve.checkpoint_spec(TINY_QWEN3, adapters=two)
+        checkpoint_spec(TINY_QWEN3, adapters=two)
     with pytest.raises(ValueError, match="no served name"):  # it is the adapter's
-        serve.checkpoint_spec(TINY_QWEN3, adapters={"j": str(tiny_adapter)}, served_name="x")
+        checkpoint_spec(TINY_QWEN3, adapters={"j": str(tiny_adapter)}, served_name="x")
     by_lora = GenerationSection(adapters="lora")
-    assert serve.checkpoint_spec(TINY_QWEN3, adapters=two, generation=by_lora).names == [
+    assert checkpoint_spec(TINY_QWEN3, adapters=two, generation=by_lora).names == [
         TINY_QWEN3,
         "a",
         "b",

@@ -14,6 +14,7 @@ from rmlib.generation.models import (
     TINY_QWEN3,
     load_backbone,
     load_tokenizer,
+    merge_adapter,
     resolve_model,
 )
 from rmlib.judge.prompts import PromptBudget, PromptFormat, build_pref_prompt
@@ -23,7 +24,6 @@ from rmlib.training.sft import (
     WarmupConfig,
     build_sft_trainer,
     examples_cut,
-    merge_adapter,
     warmup_dataset,
     warmup_pairs,
 )

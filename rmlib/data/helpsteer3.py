@@ -15,18 +15,15 @@ from rmlib.data._io import Drop, Row, collect, no_options, rows_for
 from rmlib.data.pair import LoadResult, OnError, Pair
 
 SOURCE = "helpsteer3"
-HUB_ID = "nvidia/HelpSteer3"
-DEFAULT_CONFIG = "preference"
-DEFAULT_SPLIT = "train"
-SPLITS: tuple[str, ...] = ("train", "validation")
 PREFERENCE_RANGE = range(-3, 4)
 
 
 def load_helpsteer3(
     path: str | None = None,
     *,
-    split: str | None = None,
-    config: str | None = None,
+    hub_id: str,
+    split: str,
+    config: str,
     seed: int = 0,
     on_error: OnError = "raise",
     drop_ties: bool = True,
@@ -39,10 +36,11 @@ def load_helpsteer3(
     `data/<split>-*` layout), or the hub id. drop_ties (default True): a tie is left out and
     counted in `dropped["tie"]`; with False a tie is bad input (it cannot be a pair with a
     label), raised or, with on_error="skip", counted as "bad label". seed is unused.
+    hub_id, split, config: the registry entry's (`rmlib.data.load` passes them, its defaults
+    filled in).
     """
     no_options(SOURCE, options)
-    split, config = split or DEFAULT_SPLIT, config or DEFAULT_CONFIG
-    where, rows = rows_for(path, hub_id=HUB_ID, split=split, config=config)
+    where, rows = rows_for(path, hub_id=hub_id, split=split, config=config)
     result = LoadResult(SOURCE, where, split, [])
     return collect(result, rows, lambda row: [_pair(row, drop_ties)], on_error)
 

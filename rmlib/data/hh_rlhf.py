@@ -18,16 +18,10 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from rmlib.data import get_source
 from rmlib.data._io import Row, collect, no_options, place, rows_for
 from rmlib.data.pair import LoadResult, OnError, Pair
 
 SOURCE = "hh-rlhf"
-HUB_ID = "Anthropic/hh-rlhf"
-DEFAULT_SPLIT = "test"
-DEFAULT_CONFIG = "harmless-base"
-CONFIGS: tuple[str, ...] = ("harmless-base", "helpful-base", "helpful-online",
-                            "helpful-rejection-sampled", "red-team-attempts")
 _TURN = re.compile(r"(?:^|\n\n)(Human|Assistant):")
 _ROLE = {"Human": "user", "Assistant": "assistant"}
 
@@ -35,8 +29,10 @@ _ROLE = {"Human": "user", "Assistant": "assistant"}
 def load_hh_rlhf(
     path: str | None = None,
     *,
-    split: str | None = None,
-    config: str | None = None,
+    hub_id: str,
+    split: str,
+    config: str,
+    config_is_data_dir: bool,
     seed: int = 0,
     on_error: OnError = "raise",
     allow_empty: bool = True,
@@ -49,11 +45,12 @@ def load_hh_rlhf(
     chosen ones, an assistant that says nothing preferred to a harmful answer). They are data,
     kept by default and tagged `meta["empty_response"]` ("chosen"/"rejected"); `rmlib data
     stats` counts them. False treats them as bad rows (raise or skip).
+    hub_id, split, config, config_is_data_dir: the registry entry's (`rmlib.data.load` passes
+    them, its defaults filled in).
     """
     no_options(SOURCE, options)
-    split, config = split or DEFAULT_SPLIT, config or DEFAULT_CONFIG
-    where, rows = rows_for(path, hub_id=HUB_ID, split=split, config=config,
-                           config_is_data_dir=get_source(SOURCE).config_is_data_dir)
+    where, rows = rows_for(path, hub_id=hub_id, split=split, config=config,
+                           config_is_data_dir=config_is_data_dir)
     result = LoadResult(SOURCE, where, split, [])
     return collect(result, rows, lambda row: [_pair(row, config, seed, allow_empty)], on_error)
 

@@ -13,15 +13,12 @@ from rmlib.data._io import Row, collect, no_options, rows_for, user
 from rmlib.data.pair import LoadResult, OnError, Pair
 
 SOURCE = "judgebench"
-HUB_ID = "ScalerLab/JudgeBench"
-DEFAULT_SPLIT = "gpt"
-SPLITS: tuple[str, ...] = ("gpt", "claude")
 LABELS: dict[str, int] = {"A>B": 1, "B>A": 2}
-CATEGORIES: tuple[str, ...] = ("knowledge", "reasoning", "math", "coding")
 
 
 def category_of(source: str) -> str | None:
-    """knowledge (mmlu-pro-*), reasoning, math (livebench-*), coding (livecodebench)."""
+    """knowledge (mmlu-pro-*), reasoning, math (livebench-*), coding (livecodebench); None if
+    unknown. The category list itself is `rmlib.scoring.judgebench.JUDGEBENCH_CATEGORIES`."""
     s = source.lower()
     if s.startswith("mmlu-pro"):
         return "knowledge"
@@ -35,7 +32,8 @@ def category_of(source: str) -> str | None:
 def load_judgebench(
     path: str | None = None,
     *,
-    split: str | None = None,
+    hub_id: str,
+    split: str,
     config: str | None = None,
     seed: int = 0,
     on_error: OnError = "raise",
@@ -46,10 +44,11 @@ def load_judgebench(
 
     path: a JSONL file, a folder of the hub layout (`data/<split>-00000-of-00001.jsonl`), or the
     hub id. `seed` is unused (the order is the benchmark's).
+    hub_id, split, config: the registry entry's (`rmlib.data.load` passes them, its defaults
+    filled in).
     """
     no_options(SOURCE, options)
-    split = split or DEFAULT_SPLIT
-    where, rows = rows_for(path, hub_id=HUB_ID, split=split, config=config)
+    where, rows = rows_for(path, hub_id=hub_id, split=split, config=config)
     return collect(LoadResult(SOURCE, where, split, []), rows, lambda row: [_pair(row)],
                    on_error, id_field="pair_id")
 

@@ -16,15 +16,14 @@ from rmlib.data._io import Drop, Row, collect, no_options, rows_for, user
 from rmlib.data.pair import LoadResult, OnError, Pair
 
 SOURCE = "ppe"
-HUB_ID = "lmarena-ai/PPE-Human-Preference-V1"
-DEFAULT_SPLIT = "test"
 LABELS: dict[str, int] = {"model_a": 1, "model_b": 2}
 
 
 def load_ppe(
     path: str | None = None,
     *,
-    split: str | None = None,
+    hub_id: str,
+    split: str,
     config: str | None = None,
     seed: int = 0,
     on_error: OnError = "raise",
@@ -36,10 +35,11 @@ def load_ppe(
 
     drop_ties (default True): a winner starting with "tie" is left out and counted in
     `dropped["tie"]`; with False it is bad input ("bad label"). seed is unused.
+    hub_id, split, config: the registry entry's (`rmlib.data.load` passes them, its defaults
+    filled in).
     """
     no_options(SOURCE, options)
-    split = split or DEFAULT_SPLIT
-    where, rows = rows_for(path, hub_id=HUB_ID, split=split, config=config)
+    where, rows = rows_for(path, hub_id=hub_id, split=split, config=config)
     seen: Counter[str] = Counter()
     result = LoadResult(SOURCE, where, split, [])
     return collect(result, rows, lambda row: [_pair(row, drop_ties, seen)], on_error,

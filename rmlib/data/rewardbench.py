@@ -17,8 +17,6 @@ from rmlib.data._io import Row, collect, no_options, place, rows_for, user
 from rmlib.data.pair import LoadResult, OnError, Pair
 
 SOURCE = "rewardbench"
-HUB_ID = "allenai/reward-bench"
-DEFAULT_SPLIT = "filtered"
 
 SECTIONS: dict[str, tuple[str, ...]] = {
     "Chat": ("alpacaeval-easy", "alpacaeval-length", "alpacaeval-hard", "mt-bench-easy",
@@ -58,7 +56,8 @@ def section_weights(counts: dict[str, int] | None = None) -> dict[str, float]:
 def load_rewardbench(
     path: str | None = None,
     *,
-    split: str | None = None,
+    hub_id: str,
+    split: str,
     config: str | None = None,
     seed: int = 0,
     on_error: OnError = "raise",
@@ -67,12 +66,14 @@ def load_rewardbench(
     """RewardBench pairs: id `"{subset}/{id}"`, chosen placed by a seeded draw (seed, id).
 
     path: a parquet/JSON(L) file, a folder of the hub layout (`data/filtered-*.parquet`), or the
-    hub id (default). split: "filtered" (default) or "raw". meta: section (None for a subset
-    outside the official map, e.g. in `raw`), chosen_model, rejected_model, upstream_id.
+    hub id (default). split: "filtered" (the registry's default) or "raw". meta: section (None
+    for a subset outside the official map, e.g. in `raw`), chosen_model, rejected_model,
+    upstream_id.
+    hub_id, split, config: the registry entry's (`rmlib.data.load` passes them, its defaults
+    filled in).
     """
     no_options(SOURCE, options)
-    split = split or DEFAULT_SPLIT
-    where, rows = rows_for(path, hub_id=HUB_ID, split=split, config=config)
+    where, rows = rows_for(path, hub_id=hub_id, split=split, config=config)
     result = LoadResult(SOURCE, where, split, [])
     return collect(result, rows, lambda row: [_pair(row, seed)], on_error)
 

@@ -40,7 +40,6 @@ from rmlib.data.pair import LoadResult, OnError, Pair
 SOURCE = "rmb"
 MIRROR_HUB_ID = "dd101bb/RMB_dataset"  # third-party, unsure
 SETS: tuple[str, ...] = ("pairwise", "bon")
-SPLITS: tuple[str, ...] = ("both", *SETS)
 SET_FOLDERS: dict[str, str] = {"pairwise_set": "pairwise", "bon_set": "bon"}
 GOALS: tuple[str, ...] = ("helpfulness", "harmlessness")
 
@@ -48,13 +47,14 @@ GOALS: tuple[str, ...] = ("helpfulness", "harmlessness")
 def load_rmb(
     path: str | None = None,
     *,
-    split: str | None = None,
+    split: str,
     config: str | None = None,
     seed: int = 0,
     on_error: OnError = "raise",
     **options: Any,
 ) -> LoadResult:
-    """RMB pairs. split: "both" (default), "pairwise" or "bon" (which sets to read).
+    """RMB pairs. split: "both" (the registry's default), "pairwise" or "bon" (which sets to
+    read).
 
     path: the `RMB_dataset/` folder (or a sub-folder, or one .json file), a local copy of the
     mirror's split files, or the mirror's hub id. subset: "{set}/{goal}" (e.g. "bon/harmlessness");
@@ -62,9 +62,8 @@ def load_rmb(
     chosen_model, rejected_model; BoN pairs add bon_uid, loser_index, n_losers.
     """
     no_options(SOURCE, options)
-    split = split or "both"
-    if split not in SPLITS:
-        raise ValueError(f"rmb split must be one of {list(SPLITS)}, got {split!r}")
+    if split != "both" and split not in SETS:
+        raise ValueError(f"rmb split must be one of {['both', *SETS]}, got {split!r}")
     if path is None:
         raise ValueError("rmb has no official hub copy: pass the GitHub RMB_dataset/ folder or "
                          f"a file of it with --path FILE_OR_DIR (or the mirror {MIRROR_HUB_ID})")

@@ -15,8 +15,6 @@ from rmlib.data._io import Row, collect, no_options, place, rows_for, user
 from rmlib.data.pair import LoadResult, OnError, Pair
 
 SOURCE = "rm-bench"
-HUB_ID = "THU-KEG/RM-Bench"
-DEFAULT_SPLIT = "train"
 FILE_NAME = "total_dataset.json"
 STYLES: tuple[str, ...] = ("concise", "detailed plain", "detailed markdown")
 DOMAIN_GROUP: dict[str, str] = {"safety-refuse": "safety", "safety-response": "safety"}
@@ -31,7 +29,8 @@ def difficulty(i: int, j: int) -> str:
 def load_rmbench(
     path: str | None = None,
     *,
-    split: str | None = None,
+    hub_id: str,
+    split: str,
     config: str | None = None,
     seed: int = 0,
     on_error: OnError = "raise",
@@ -44,10 +43,11 @@ def load_rmbench(
     i, j (style indices of chosen and rejected), difficulty (hard/normal/easy), domain,
     domain_group ("safety" for both safety domains, else the domain). A row with a bad response
     gives no pair at all (its nine cells stay together) and counts once.
+    hub_id, split, config: the registry entry's (`rmlib.data.load` passes them, its defaults
+    filled in).
     """
     no_options(SOURCE, options)
-    split = split or DEFAULT_SPLIT
-    where, rows = rows_for(path, hub_id=HUB_ID, split=split, config=config,
+    where, rows = rows_for(path, hub_id=hub_id, split=split, config=config,
                            file_names=(FILE_NAME,))
     result = LoadResult(SOURCE, where, split, [])
     return collect(result, rows, lambda row: _pairs(row, seed), on_error)

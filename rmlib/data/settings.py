@@ -1,4 +1,5 @@
-"""The `data` section of a params file: the training source and the evaluation sets."""
+"""The `data` section of a params file (the training source and the evaluation sets), and one
+dataset spec loaded (`load_split`)."""
 
 from __future__ import annotations
 
@@ -6,6 +7,8 @@ from dataclasses import dataclass
 from typing import Literal
 
 from rmlib.config import PARAMS, Count, Seed, doc
+from rmlib.data import load
+from rmlib.data.pair import LoadResult, subsample
 
 
 @dataclass
@@ -36,3 +39,26 @@ class DataSection:
         "whose results mean nothing (`rmlib run --preflight` sets it). Off: the data as it is.",
         False,
     )
+
+
+def load_split(spec: DatasetSpec, seed: int) -> LoadResult:
+    """Load one dataset spec and subsample it (seeded, whole groups kept together).
+
+    The demo generator makes exactly `n` pairs itself, balanced over families and slots, so it
+    is asked for n pairs rather than subsampled.
+    """
+    options = dict(spec.options)
+    if spec.source == "demo" and spec.n is not None:
+        options.setdefault("n", spec.n)
+    result = load(
+        spec.source,
+        spec.path,
+        split=spec.split,
+        config=spec.config,
+        seed=seed,
+        on_error=spec.on_error,
+        **options,
+    )
+    if spec.n is not None and spec.n < len(result.pairs):
+        result.pairs = subsample(result.pairs, spec.n, seed)
+    return result

@@ -11,14 +11,13 @@ from rmlib.data._io import Row, collect, no_options, place, rows_for
 from rmlib.data.pair import LoadResult, OnError, Pair
 
 SOURCE = "skywork"
-HUB_ID = "Skywork/Skywork-Reward-Preference-80K-v0.2"
-DEFAULT_SPLIT = "train"
 
 
 def load_skywork(
     path: str | None = None,
     *,
-    split: str | None = None,
+    hub_id: str,
+    split: str,
     config: str | None = None,
     seed: int = 0,
     on_error: OnError = "raise",
@@ -26,10 +25,13 @@ def load_skywork(
 ) -> LoadResult:
     """Skywork pairs: id = row index, subset = `source` (upstream origin; "unknown" if absent),
     meta: source. Rows whose lists do not share the prefix before a final assistant turn raise
-    DataError kind "prefix"."""
+    DataError kind "prefix".
+
+    hub_id, split, config: the registry entry's (`rmlib.data.load` passes them, its defaults
+    filled in).
+    """
     no_options(SOURCE, options)
-    split = split or DEFAULT_SPLIT
-    where, rows = rows_for(path, hub_id=HUB_ID, split=split, config=config)
+    where, rows = rows_for(path, hub_id=hub_id, split=split, config=config)
     result = LoadResult(SOURCE, where, split, [])
     return collect(result, rows, lambda row: [_pair(row, seed)], on_error)
 

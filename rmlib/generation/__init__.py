@@ -1,4 +1,5 @@
-"""Generation: the backend contract, the vLLM, transformers and HTTP backends, the store.
+"""Generation: the backend contract, the vLLM, transformers and HTTP backends, the store, the
+one builder of a backend (`rmlib.generation.backends.build_backend`) and its registry.
 
 `VLLMBackend`, `HFBackend` and `HTTPBackend` are imported lazily so that code needing only the
 contract or the store (parsing, scoring) does not pay for importing torch.
@@ -6,6 +7,8 @@ contract or the store (parsing, scoring) does not pay for importing torch.
 
 from typing import Any
 
+# the registered backends' makers (each imports its engine only when called)
+from rmlib.generation import backends as _backends  # noqa: F401
 from rmlib.generation.base import (
     Backend,
     FinishReason,

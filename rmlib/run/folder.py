@@ -28,6 +28,7 @@ import yaml
 from rmlib.config import project_root
 from rmlib.data.pair import Pair
 from rmlib.run.config import RunConfig, config_from_dict, load_config
+from rmlib.run.lock import hold_until_exit
 
 ENV_RUN_DIR = "RMLIB_RUN_DIR"
 ENV_PARAMS = "RMLIB_PARAMS"
@@ -156,8 +157,6 @@ def open_run(run_dir: str | Path | None = None, params_file: str | Path | None =
     outputs/smoke-interactive, creating params.yaml if needed; its kernel then holds the folder's
     lock itself until it exits, so an `rmlib run` cannot write the same folder meanwhile.
     """
-    from rmlib.workbook.execute import hold_until_exit  # rmlib.workbook.execute imports this module
-
     injected = run_dir is not None
     run_dir = run_dir or os.environ.get(ENV_RUN_DIR)
     params_file = params_file or os.environ.get(ENV_PARAMS)

@@ -10,6 +10,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from rmlib.data.judgebench import category_of
 from rmlib.data.pair import DataError
 from rmlib.scoring.aggregate import Aggregate, failure_counts, group_means, no_options
 from rmlib.scoring.predictions import PREDICTIONS, bad_row
@@ -19,19 +20,11 @@ JUDGEBENCH_CATEGORIES: tuple[str, ...] = ("knowledge", "reasoning", "math", "cod
 
 def judgebench_category(source: str) -> str | None:
     """JudgeBench `source` (mmlu-pro-<subject>, livebench-reasoning, livebench-math,
-    livecodebench) → knowledge / reasoning / math / coding; None if unrecognised."""
+    livecodebench) → knowledge / reasoning / math / coding, by the loader's own map
+    (`rmlib.data.judgebench.category_of`); a category name maps to itself; None if
+    unrecognised."""
     s = source.lower()
-    if s in JUDGEBENCH_CATEGORIES:
-        return s
-    if s.startswith("mmlu-pro"):
-        return "knowledge"
-    if s.startswith("livebench-reasoning"):
-        return "reasoning"
-    if s.startswith("livebench-math"):
-        return "math"
-    if s.startswith("livecodebench"):
-        return "coding"
-    return None
+    return s if s in JUDGEBENCH_CATEGORIES else category_of(s)
 
 
 def judgebench_pair_scores(df: pd.DataFrame) -> pd.DataFrame:

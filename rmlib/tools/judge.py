@@ -27,6 +27,9 @@ import pandas as pd
 from rmlib.config import PARAMS, doc
 from rmlib.data._io import Row, collect, read_file, user
 from rmlib.data.pair import LoadResult, OnError, Pair
+from rmlib.generation.backends import build_backend, vllm_weights
+from rmlib.generation.backends import engine_settings as gb_engine_settings
+from rmlib.generation.registry import Needs, Weights
 from rmlib.generation.settings import GenerationSection, ModelSection
 from rmlib.judge.settings import PromptSection
 from rmlib.reflect.registry import METHODS
@@ -190,141 +193,46 @@ class JudgeConfig:
 # ---------------------------------------------------------------- the backend, without a run
 
 
+def judge_weights(cfg: JudgeConfig) -> Weights:
+    """The judge's weights as the backend builder takes them (`rmlib.generation.backends`): the
+    model with its adapter, served under `judge.served_model` (http). An adapter the vLLM backend
+    merges ('merged' adapter mode; 'auto' without CUDA, as a run's) is merged once into the
+    model cache (`rmlib.generation.backends.merged_checkpoint`)."""
+    from rmlib.generation.models import resolve_precision
+
+    return Weights(
+        checkpoint=cfg.model.backbone,
+        precision=resolve_precision(cfg.model.precision)[0],
+        adapter=cfg.judge.adapter,
+        served_name=cfg.judge.served_model,
+        trust_remote_code=cfg.model.trust_remote_code,
+    )
+
+
 def judge_backend(cfg: JudgeConfig, store: str | Path) -> tuple[Any, Any]:
     """(stored backend, tokenizer) for the judge `cfg` describes; every sample goes through the
-    SQLite store at `store`. The engine (or server handshake) starts on the first sample the
-    store cannot answer: a fully stored call starts none."""
-    from rmlib.generation.models import load_tokenizer, model_identity, resolve_precision
-    from rmlib.generation.store import CachedBackend, GenerationStore
-
-    precision, _ = resolve_precision(cfg.model.precision)
-    tokenizer = load_tokenizer(cfg.model.backbone, trust_remote_code=cfg.model.trust_remote_code)
-    adapter = cfg.judge.adapter
-    identity = model_identity(cfg.model.backbone, precision=precision, adapter=adapter)
-    make = {"vllm": _vllm, "http": _http, "hf": _hf}[cfg.generation.backend]
-    gen = make(cfg, tokenizer, identity, precision)
-    cached = CachedBackend(
-        gen,
-        GenerationStore(store),
-        chunk_prompts=cfg.generation.prompts_per_call(),
-        progress=cfg.generation.progress,
-    )
-    return cached, tokenizer
-
-
-def judge_weights(cfg: JudgeConfig) -> tuple[str, str | None]:
-    """(checkpoint folder the engine loads, adapter it serves by LoRA or None).
-
-    With an adapter and generation.adapters 'merged' ('auto' on a machine without CUDA, as a
-    run's: rmlib.run.backends.adapter_mode) the adapter is merged once into a checkpoint under the
-    model cache, <RMLIB_CACHE>/merged/<key> (delete the folder to reclaim its space), keyed by
-    the base checkpoint's absolute path and files (sizes, times) and the adapter's content: vLLM's
-    CPU LoRA ops gather every token's LoRA weights, and measured here (SmolLM2-135M, 8
-    RewardBench judgments of 128 tokens) LoRA took 179 s against 79 s without an adapter."""
-    import hashlib
-
-    from rmlib.generation.models import cache_dir, model_identity, resolve_model, resolve_precision
-    from rmlib.run.backends import merge_once
-
-    path, adapter = resolve_model(cfg.model.backbone), cfg.judge.adapter
-    if adapter is None or not _merges(cfg):
-        return path, adapter
-    precision, _ = resolve_precision(cfg.model.precision)
-    base = Path(path).resolve()
-    files = sorted(f for f in base.iterdir() if f.is_file()) if base.is_dir() else []
-    stats = ";".join(f"{f.name}:{f.stat().st_size}:{f.stat().st_mtime_ns}" for f in files)
-    identity = model_identity(str(base), precision=precision, adapter=adapter) + "|" + stats
-    out = cache_dir() / "merged" / hashlib.sha256(identity.encode()).hexdigest()[:16]
-    trust = cfg.model.trust_remote_code
-    return merge_once(path, adapter, out, identity, precision, trust_remote_code=trust), None
-
-
-def _merges(cfg: JudgeConfig) -> bool:
-    """Whether the judge's adapter is merged rather than served by LoRA (adapter_mode)."""
-    from rmlib.run.backends import adapter_mode
-
-    return cfg.judge.adapter is not None and adapter_mode(cfg) == "merged"  # type: ignore[arg-type]
+    SQLite store at `store`. The engine (or server handshake, or adapter merge) starts on the
+    first sample the store cannot answer: a fully stored call starts none."""
+    needs = Needs(context_tokens=cfg.context_tokens(), seed=cfg.inference.seed, source="judge")
+    return build_backend(cfg.generation, judge_weights(cfg), store, needs)
 
 
 def engine_settings(cfg: JudgeConfig, *, max_model_len: int | None = None) -> Any:
     """The vLLM engine `cfg`'s judge runs on: in this process (backend 'vllm') and behind
-    `rmlib serve --checkpoint` (rmlib.generation.servers.checkpoint_spec), from one place so the two engines
-    cannot drift (its weights: `judge_weights`; its fields: rmlib.run.backends.engine_settings, as a
-    run's). max_model_len: None = what this call needs (cfg.context_tokens())."""
-    from rmlib.generation.models import resolve_precision
+    `rmlib serve --checkpoint` (rmlib.tools.serve.checkpoint_spec), from the one builder's rules
+    (rmlib.generation.backends: its weights, merged or by LoRA, and its fields), so the two
+    engines cannot drift. max_model_len: None = what this call needs (cfg.context_tokens())."""
     from rmlib.generation.vllm import adapter_rank
-    from rmlib.run.backends import engine_settings as from_section
 
-    path, lora = judge_weights(cfg)
-    return from_section(
+    w = judge_weights(cfg)
+    path, lora = vllm_weights(cfg.generation, w)
+    return gb_engine_settings(
         cfg.generation,
         model=path,
-        precision=resolve_precision(cfg.model.precision)[0],
+        precision=str(w.precision),
         max_model_len=max_model_len or cfg.context_tokens(),
         seed=cfg.inference.seed,
         lora_rank=None if lora is None else adapter_rank(lora),
-    )
-
-
-def _vllm(cfg: JudgeConfig, tokenizer: Any, identity: str, precision: str) -> Any:
-    from rmlib.generation.models import resolve_model
-    from rmlib.generation.vllm import VLLMBackend, checkpoint_stop_ids, engine
-
-    merged = _merges(cfg)
-    return VLLMBackend(
-        # settings (and a merge) on the first sample the store cannot answer, not before
-        lambda: engine(engine_settings(cfg)),
-        tokenizer,
-        # as a run's: vLLM's samples are not the other backends', a merged model's not LoRA's
-        identity=f"{'vllm-merged' if merged else 'vllm'}:{identity}",
-        stop_ids=checkpoint_stop_ids(resolve_model(cfg.model.backbone), tokenizer),
-        adapter=None if merged else cfg.judge.adapter,
-    )
-
-
-def _http(cfg: JudgeConfig, tokenizer: Any, identity: str, precision: str) -> Any:
-    from rmlib.run.backends import http_client
-
-    served = cfg.judge.served_model or cfg.model.backbone
-    return http_client(
-        cfg.generation,
-        cfg.generation.endpoints,
-        served,
-        # the served name alone does not say which weights: keep the local identity in it
-        identity=f"http:{served}:{identity}",
-        api_key=_api_key(cfg.generation),
-        context_tokens=cfg.context_tokens(),
-    )
-
-
-def _api_key(g: GenerationSection) -> str | None:
-    import os
-
-    if g.api_key_env is None:
-        return None
-    key = os.environ.get(g.api_key_env)
-    if not key:
-        raise ValueError(f"the API key variable {g.api_key_env!r} is unset or empty")
-    return key
-
-
-def _hf(cfg: JudgeConfig, tokenizer: Any, identity: str, precision: str) -> Any:
-    from rmlib.generation.hf import HFBackend
-    from rmlib.generation.models import load_backbone
-
-    model, tokenizer = load_backbone(
-        cfg.model.backbone,
-        precision=precision,  # type: ignore[arg-type]
-        adapter=cfg.judge.adapter,
-        trust_remote_code=cfg.model.trust_remote_code,
-    )
-    return HFBackend(
-        model,
-        tokenizer,
-        identity=identity,
-        max_batch_tokens=cfg.generation.max_batch_tokens,
-        max_batch_size=cfg.generation.max_batch_size,
-        progress=cfg.generation.progress,
     )
 
 
@@ -561,8 +469,7 @@ def load_pairs(
     """The pairs to judge: a benchmark through its loader (`source`, `path` its local copy or
     None for the hub), else the pairs file at `path`; `n` keeps a seeded draw of about n pairs
     (whole groups, as a run's subsample)."""
-    from rmlib.data.settings import DatasetSpec
-    from rmlib.workbook.steps import load_split
+    from rmlib.data.settings import DatasetSpec, load_split
 
     if source is None:
         if path is None:

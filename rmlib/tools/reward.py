@@ -46,7 +46,7 @@ import dataclasses
 import json
 import math
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Literal
 
@@ -55,6 +55,7 @@ import pandas as pd
 from rmlib.config import PARAMS, Count, doc
 from rmlib.data.pair import Pair
 from rmlib.generation.base import Backend
+from rmlib.generation.settings import GenerationSection
 from rmlib.judge import judgments as judge
 from rmlib.judge.prompts import PromptBudget, PromptFormat
 from rmlib.reflect.settings import ReflectConfig
@@ -428,6 +429,7 @@ def http_judge(
     enable_thinking: bool = False,
     critique_with_result: bool = False,
     progress: bool = False,
+    generation: GenerationSection | None = None,
 ) -> JudgeReward:
     """A `JudgeReward` over an OpenAI-compatible server (`vllm serve`; module
     rmlib.generation.http), every judgment stored in the SQLite file `store`.
@@ -436,34 +438,50 @@ def http_judge(
     prompts. api / logprobs_kind / api_key / extra_body: `HTTPBackend`'s. config: a
     `RewardJudgeConfig` or its fields as a mapping (verl's reward kwargs are plain values).
     budget: a `rmlib.judge.prompts.PromptBudget` or its fields (None: its defaults), within the
-    server's --max-model-len less the judgment's max_new_tokens.
+    server's --max-model-len less the judgment's max_new_tokens (checked against the server's
+    window before the first judgment). generation: the HTTP client's settings (timeouts,
+    concurrency, retries: a params file's `generation` section; None: its defaults). The
+    backend is built by the one builder (rmlib.generation.backends.build_backend).
     """
-    from rmlib.generation.http import ChatMessagesTokenizer, HTTPBackend
-    from rmlib.generation.models import load_tokenizer
-    from rmlib.generation.store import CachedBackend, GenerationStore
+    from rmlib.generation.backends import build_backend
+    from rmlib.generation.registry import Needs, Weights
 
-    http = HTTPBackend(
-        endpoint,
-        model,
-        api=api,
-        logprobs_kind=logprobs_kind,
-        api_key=api_key,
-        extra_body=extra_body,
-        progress=progress,
-    )
-    backend = CachedBackend(http, GenerationStore(store), progress=progress)
-    tok = load_tokenizer(tokenizer)
     if isinstance(config, Mapping):
         config = _config_from(config)
     if isinstance(budget, Mapping):
         budget = PromptBudget(**budget)
-    fmt = PromptFormat(
-        ChatMessagesTokenizer(tok) if api == "chat" else tok,
-        budget or PromptBudget(),
-        enable_thinking,
-        critique_with_result,
+    budget = budget or PromptBudget()
+    config = config or RewardJudgeConfig()
+    gen = replace(
+        generation or GenerationSection(),
+        backend="http",
+        endpoints=[endpoint] if isinstance(endpoint, str) else list(endpoint),
+        http_api=api,
+        http_logprobs_kind=logprobs_kind,
+        progress=progress,
     )
+    # the server's weights are its own: the store keys on the served name (precision unknown)
+    weights = Weights(checkpoint=tokenizer, precision=None, served_name=model)
+    needs = Needs(
+        # the server's window is checked against the longest prompt + completion
+        context_tokens=_context_tokens(budget, config),
+        api_key=api_key,
+        extra_body=dict(extra_body) if extra_body is not None else None,
+        source="http_judge",
+    )
+    backend, tok = build_backend(gen, weights, store, needs)
+    fmt = PromptFormat(tok, budget, enable_thinking, critique_with_result)
     return JudgeReward(backend, fmt, config)
+
+
+def _context_tokens(budget: PromptBudget, config: RewardJudgeConfig) -> int:
+    """The longest prompt + completion the judge sends: a Pref. prompt and its judgment, and
+    with method 'reflectrm' a reflection prompt and its completion too."""
+    infer = config.inference
+    if config.method == "reflectrm":
+        prompt = max(budget.max_prompt_tokens, budget.max_reflection_prompt_tokens)
+        return prompt + max(infer.max_new_tokens, infer.reflection_max_new_tokens)
+    return budget.max_prompt_tokens + infer.max_new_tokens
 
 
 def _config_from(fields: Mapping[str, Any]) -> RewardJudgeConfig:

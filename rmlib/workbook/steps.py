@@ -18,37 +18,13 @@ from typing import Any
 
 import pandas as pd
 
-from rmlib import data as datasets_
-from rmlib.data.pair import LoadResult, Pair, subsample
-from rmlib.data.settings import DatasetSpec
+from rmlib.data.pair import Pair
+from rmlib.data.settings import load_split
 from rmlib.judge.prompts import PromptFormat
 from rmlib.run.backends import backend, base_path, model_ref
 from rmlib.run.config import RunConfig
 from rmlib.run.folder import RunFolder
 from rmlib.run.models import MIX_VARIANT, stage1_model, trained_models
-
-
-def load_split(spec: DatasetSpec, seed: int) -> LoadResult:
-    """Load one dataset spec and subsample it (seeded, whole groups kept together).
-
-    The demo generator makes exactly `n` pairs itself, balanced over families and slots, so it
-    is asked for n pairs rather than subsampled.
-    """
-    options = dict(spec.options)
-    if spec.source == "demo" and spec.n is not None:
-        options.setdefault("n", spec.n)
-    result = datasets_.load(
-        spec.source,
-        spec.path,
-        split=spec.split,
-        config=spec.config,
-        seed=seed,
-        on_error=spec.on_error,
-        **options,
-    )
-    if spec.n is not None and spec.n < len(result.pairs):
-        result.pairs = subsample(result.pairs, spec.n, seed)
-    return result
 
 
 def load_data(cfg: RunConfig, run: RunFolder) -> pd.DataFrame:

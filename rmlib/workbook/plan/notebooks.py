@@ -10,8 +10,9 @@ from pathlib import Path
 from typing import Any
 
 from rmlib.config import ConfigError
+from rmlib.generation.backends import adapter_mode
 from rmlib.generation.vllm import vllm_dtype
-from rmlib.run.backends import adapter_mode, context_tokens
+from rmlib.run.backends import context_tokens
 from rmlib.run.config import RunConfig, describe
 from rmlib.run.models import stage1_model, trained_models
 from rmlib.training.grpo_config import batch_plan, per_process
@@ -344,7 +345,7 @@ def _inference_row(
     if cfg.generation.backend != "hf":
         # adapters by LoRARequest share the base model's engine: one start; merged, each model
         # starts its own ('auto' resolved for the card planned for)
-        mode = adapter_mode(cfg, on_cuda=est.gpu.name != CPU_CLASS)
+        mode = adapter_mode(cfg.generation, on_cuda=est.gpu.name != CPU_CLASS)
         engines = len(models) if mode == "merged" else 1
         seconds["engine_start"] = engines * est.c["vllm_engine_start_s"]
     return _finish(row, est, seconds, blocked)
