@@ -13,6 +13,8 @@ import argparse
 import contextlib
 import json
 import sys
+import types
+import typing
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
@@ -601,7 +603,8 @@ def _fetch(args: argparse.Namespace) -> int:
 
 
 def _add_judge(sub: argparse._SubParsersAction) -> None:
-    from rmlib.tools.judge import JUDGE_METHODS
+    from rmlib.generation.registry import BACKENDS
+    from rmlib.tools.judge import FIELD_OPTIONS, JUDGE_METHODS
 
     judge = sub.add_parser(
         "judge",
@@ -642,25 +645,11 @@ def _add_judge(sub: argparse._SubParsersAction) -> None:
     judge.add_argument(
         "--store", metavar="SQLITE", help="generation store (default: beside the output)"
     )
-    judge.add_argument(
-        "--model",
-        help="hub id, local checkpoint or embedded:NAME (default: "
-        "model.backbone's); with --endpoint, the tokenizer's",
-    )
-    judge.add_argument("--adapter", metavar="DIR", help="a PEFT adapter on the model")
-    judge.add_argument(
-        "--adapter-mode", choices=("auto", "lora", "merged"),
-        help="--adapter on vLLM: by LoRA, or merged once into a cached checkpoint (default "
-        "auto: LoRA on CUDA, merged on CPU, where vLLM's LoRA ops are several times slower)",
-    )  # fmt: skip
-    judge.add_argument(
-        "--precision",
-        choices=("auto", "bf16", "fp32", "nf4"),
-        help="weights (default auto: bf16 where the hardware runs it fast)",
-    )
+    for option, keys in FIELD_OPTIONS.items():
+        _add_field_option(judge, option, keys)
     judge.add_argument(
         "--backend",
-        choices=("vllm", "hf", "http"),
+        choices=[name for name, entry in BACKENDS.items() if not entry.run_only],
         help="default: http with --endpoint, else vllm (in this process)",
     )
     judge.add_argument(
@@ -670,10 +659,6 @@ def _add_judge(sub: argparse._SubParsersAction) -> None:
         metavar="URL",
         help="an OpenAI-compatible server (repeat for several)",
     )
-    judge.add_argument("--served-model", help="--endpoint: the served name (default --model)")
-    judge.add_argument(
-        "--api-key-env", metavar="VAR", help="--endpoint: the variable holding the servers' API key"
-    )
     judge.add_argument(
         "--method",
         action="append",
@@ -681,23 +666,25 @@ def _add_judge(sub: argparse._SubParsersAction) -> None:
         metavar="METHOD",
         help=f"one of {', '.join(JUDGE_METHODS)} (repeat; default reflectrm)",
     )
-    judge.add_argument("--orders", choices=("given", "both"), default="both")
-    judge.add_argument(
-        "--samples",
-        type=_count,
-        help="N sampled judgments (majority, stage 1; inference.n_samples's)",
-    )
-    judge.add_argument(
-        "--max-new-tokens",
-        type=_count,
-        help="cap of a judgment's and a reflection's tokens (inference's)",
-    )
-    judge.add_argument("--max-prompt-tokens", type=_count, help="prompts.max_prompt_tokens")
-    judge.add_argument(
-        "--max-reflection-prompt-tokens", type=_count, help="prompts.max_reflection_prompt_tokens"
-    )
     judge.add_argument("--no-progress", action="store_true", help="no progress bars")
+    _add_set(judge)
     judge.set_defaults(func=_judge)
+
+
+def _add_field_option(parser: argparse.ArgumentParser, option: str, keys: tuple[str, ...]) -> None:
+    """An option that sets section fields (`keys`), made from the first one: its allowed values
+    (a Literal's) and its doc as the help; the value is validated with its section."""
+    from rmlib.tools.judge import judge_field
+
+    cls, f, default = judge_field(keys[0])
+    tp = typing.get_type_hints(cls, include_extras=True)[f.name]
+    while typing.get_origin(tp) in (typing.Annotated, types.UnionType, typing.Union):
+        tp = next(a for a in typing.get_args(tp) if a is not type(None))
+    kwargs: dict[str, Any] = {"type": tp} if tp in (int, float) else {}
+    if typing.get_origin(tp) is typing.Literal:
+        kwargs["choices"] = typing.get_args(tp)
+    doc = f.metadata.get("doc", "")
+    parser.add_argument(option, help=f"{doc} ({', '.join(keys)}; default {default!r})", **kwargs)
 
 
 def _judge(args: argparse.Namespace) -> int:

@@ -701,8 +701,8 @@ def test_every_registered_method_has_a_colour_a_label_and_a_stage():
                        "reflectrm")  # fmt: skip
     assert STAGE2_METHODS == ("random_anchor", "random_winners", "reflectrm")
     for m in REGISTRY:
-        assert METHOD_COLORS[m.name] == OKABE_ITO[m.colour] and METHOD_LABELS[m.name] == m.label
-    assert len({m.colour for m in REGISTRY}) == len(REGISTRY)  # one colour per method
+        assert METHOD_COLORS[m.name] in OKABE_ITO.values() and METHOD_LABELS[m.name] == m.label
+    assert len({METHOD_COLORS[m.name] for m in REGISTRY}) == len(REGISTRY)  # one colour per method
 
 
 def test_a_new_vote_is_a_rule_and_a_registry_entry(tokenizer, monkeypatch):
@@ -713,7 +713,7 @@ def test_a_new_vote_is_a_rule_and_a_registry_entry(tokenizer, monkeypatch):
         parsed = {c for c in v.choices if c is not None}
         return (parsed.pop() if len(parsed) == 1 else None), None, None
 
-    extra = registry.Method("unanimous", 1, unanimous, "unanimous", "yellow")
+    extra = registry.Method("unanimous", 1, unanimous, "unanimous", "every parsed sample agrees")
     monkeypatch.setattr(registry, "REGISTRY", (*registry.REGISTRY, extra))
     result = run_reflectrm(_pairs(), ScriptedBackend(SCRIPT), PromptFormat(tokenizer), _cfg())
     got = _verdicts(result)

@@ -57,3 +57,25 @@ __all__ = [
     "read_yaml",
     "set_dotted",
 ]
+
+# What rmlib.config held before the sections moved to their packages (2026-12): the old import
+# says where each name went.
+_MOVED_NAMES: dict[str, str] = {
+    **dict.fromkeys(
+        ("RunConfig", "SECTIONS", "config_from_dict", "load_config", "sweep_points", "describe"),
+        "rmlib.run.config",
+    ),
+    **dict.fromkeys(("GenerationSection", "ModelSection", "Backend"), "rmlib.generation.settings"),
+    **dict.fromkeys(("DatasetSpec", "DataSection"), "rmlib.data.settings"),
+    "PromptSection": "rmlib.judge.settings",
+    **dict.fromkeys(
+        ("RunSection", "RolloutSection", "EvalSection", "PlanSection", "Model"),
+        "rmlib.run.sections",
+    ),
+}
+
+
+def __getattr__(name: str) -> object:
+    if name in _MOVED_NAMES:
+        raise ImportError(f"rmlib.config.{name} moved: import it from {_MOVED_NAMES[name]}")
+    raise AttributeError(f"module 'rmlib.config' has no attribute {name!r}")

@@ -190,7 +190,7 @@ def merge_once(
 # ---------------------------------------------------------------- the registered backends
 
 
-@register("hf", who="the transformers decode loop", local_weights=True)
+@register("hf", who="the transformers decode loop")
 def _hf(gen: GenerationSection, weights: Weights, needs: Needs) -> tuple[Any, Any]:
     from rmlib.generation.hf import HFBackend
     from rmlib.generation.models import load_backbone
@@ -213,7 +213,7 @@ def _hf(gen: GenerationSection, weights: Weights, needs: Needs) -> tuple[Any, An
     return backend, tokenizer
 
 
-@register("vllm", who="vLLM's engine in this process", local_weights=True)
+@register("vllm", who="vLLM's engine in this process")
 def _vllm(gen: GenerationSection, weights: Weights, needs: Needs) -> tuple[Any, Any]:
     from rmlib.generation.models import load_tokenizer, resolve_model
     from rmlib.generation.vllm import VLLMBackend, adapter_rank, checkpoint_stop_ids, engine
@@ -247,12 +247,16 @@ def _vllm(gen: GenerationSection, weights: Weights, needs: Needs) -> tuple[Any, 
     return backend, tokenizer
 
 
-@register("http", who="OpenAI-compatible servers (generation.endpoints)", local_weights=False)
+@register(
+    "http", who="OpenAI-compatible servers (generation.endpoints)", local_weights=False, servers=True
+)
 def _http(gen: GenerationSection, weights: Weights, needs: Needs) -> tuple[Any, Any]:
     return http_client(gen, weights, needs, gen.endpoints), http_tokenizer(gen, weights)
 
 
-@register("served", who="vLLM servers the run starts, one a GPU (rmlib serve)", local_weights=True)
+@register(
+    "served", who="vLLM servers the run starts, one a GPU (rmlib serve)", servers=True, run_only=True
+)
 def _served(gen: GenerationSection, weights: Weights, needs: Needs) -> tuple[Any, Any]:
     """The HTTP backend over servers started on the first generation the store cannot answer
     (`needs.servers`: a run's). Its identity is the 'http' backend's for the same weights, so

@@ -74,19 +74,28 @@ Maker = Callable[[Any, Weights, Needs], tuple[Any, Any]]
 
 @dataclass(frozen=True)
 class Entry:
+    """A registered backend. who: who generates, in a run's facts line ("the transformers decode
+    loop"). local_weights: it generates with the weights the run loads (the run's precision
+    applies; not so for servers someone else started). servers: it sends requests to servers
+    (the API key applies). run_only: it needs a run (servers of the run's models)."""
+
     maker: Maker
-    who: str  # who generates, in a run's facts line ("the transformers decode loop")
-    local_weights: bool  # generates with weights loaded here (the run's precision applies)
+    who: str
+    local_weights: bool = True
+    servers: bool = False
+    run_only: bool = False
 
 
 BACKENDS: dict[str, Entry] = {}
 
 
-def register(name: str, *, who: str, local_weights: bool) -> Callable[[Maker], Maker]:
+def register(
+    name: str, *, who: str, local_weights: bool = True, servers: bool = False, run_only: bool = False
+) -> Callable[[Maker], Maker]:
     """Enter a backend's maker under `name` (a value of generation.backend)."""
 
     def add(maker: Maker) -> Maker:
-        BACKENDS[name] = Entry(maker, who, local_weights)
+        BACKENDS[name] = Entry(maker, who, local_weights, servers, run_only)
         return maker
 
     return add

@@ -47,17 +47,35 @@ OKABE_ITO: dict[str, str] = {
 }
 
 
-# One colour and one legend label per method: the registry's (rmlib.reflect.registry), plus the
+# One colour and one legend label per method (the labels: rmlib.reflect.registry's), plus the
 # analysis figures' own series ("one sample": a single sampled judgment; "winners": the
-# winners' own verdicts), which are no inference method.
+# winners' own verdicts), which are no inference method. A registered method not named here
+# gets the next Okabe-Ito colour no method uses (in the registry's order), so a new vote needs
+# no entry here to be drawn.
+_METHOD_COLOURS: dict[str, str] = {
+    "greedy": "blue",
+    "majority": "sky",
+    "anchor": "orange",
+    "random_anchor": "purple",
+    "random_winners": "black",
+    "reflectrm": "vermillion",
+}
 _ANALYSIS_SERIES: dict[str, tuple[str, str]] = {
     "one sample": ("grey", "one sampled judgment"),
     "winners": ("green", "winners' verdicts"),
 }
-METHOD_COLORS: dict[str, str] = {
-    **{m.name: OKABE_ITO[m.colour] for m in REGISTRY},
-    **{name: OKABE_ITO[colour] for name, (colour, _) in _ANALYSIS_SERIES.items()},
-}
+
+
+def _method_colours() -> dict[str, str]:
+    named = {**_METHOD_COLOURS, **{n: c for n, (c, _) in _ANALYSIS_SERIES.items()}}
+    free = iter(c for c in OKABE_ITO if c not in named.values())
+    for m in REGISTRY:
+        if m.name not in named:
+            named[m.name] = next(free, "grey")
+    return {name: OKABE_ITO[colour] for name, colour in named.items()}
+
+
+METHOD_COLORS: dict[str, str] = _method_colours()
 METHOD_LABELS: dict[str, str] = {
     **{m.name: m.label for m in REGISTRY},
     **{name: label for name, (_, label) in _ANALYSIS_SERIES.items()},

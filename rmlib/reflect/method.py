@@ -7,7 +7,7 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Literal
 
 import pandas as pd
 
@@ -15,7 +15,7 @@ from rmlib.data.pair import Pair, both_orders
 from rmlib.generation.base import Backend
 from rmlib.judge import judgments as judge
 from rmlib.judge.prompts import PromptFormat
-from rmlib.reflect.registry import PairVotes, pair_outcomes
+from rmlib.reflect.registry import REGISTRY, PairVotes, pair_outcomes
 from rmlib.reflect.rules import (
     pair_rng,
     parsed_indices,
@@ -74,6 +74,8 @@ def run_reflectrm(
     cfg: ReflectConfig | None = None,
     *,
     reflection_backend: Backend | None = None,
+    stages: Literal[1, 2] = 2,
+    samples: bool = True,
 ) -> ReflectResult:
     """The whole method and its baselines on `pairs` (and their swaps when cfg.both_orders).
 
@@ -84,12 +86,18 @@ def run_reflectrm(
     `fmt` renders every prompt (its budget's reflection limit applies to stage 2). How prompts
     are shown is the run's, not inference's: the pipeline builds `fmt` from the run's `prompts`
     and `model` sections (`PromptFormat.of`).
+
+    stages: 1 = stage 1 alone (no reflection is generated; the predictions hold the registry's
+    stage-1 methods only, `Method.stage`), 2 = both. samples: off, no stage-1 samples are
+    drawn (the greedy baseline alone, no other prediction; with stages 1 only).
     """
     cfg = cfg or ReflectConfig()
     pairs = judged_orders(pairs, cfg)
     _check_unique_keys(pairs)
+    if stages == 2 and not samples:
+        raise ValueError("stage 2 reflects on stage 1's samples: samples=False needs stages=1")
     rollouts = judge.judge_pairs(
-        pairs,
+        pairs if samples else [],
         backend,
         fmt,
         n=cfg.n_samples,
@@ -108,13 +116,19 @@ def run_reflectrm(
         if cfg.run_greedy
         else rollouts.iloc[0:0].copy()
     )
-    plans = [
+    plans = [  # none without samples: nothing to vote on but the greedy baseline
         _plan_pair(p, rollouts_by_key, cfg) for p, rollouts_by_key in _with_groups(pairs, rollouts)
-    ]
+    ] if samples else []
     stage2 = reflection_backend if reflection_backend is not None else backend
-    reflections = _run_reflections(plans, stage2, fmt, cfg)
+    if stages == 2:
+        reflections = _run_reflections(plans, stage2, fmt, cfg)
+    else:  # no call: the empty table of a round without calls
+        reflections = judge.judge_reflections([], stage2, fmt, params=cfg.reflection_params())
     reflections = _annotate_reflections(reflections, plans)
     predictions = _predictions(plans, reflections, greedy, rollouts, cfg)
+    if stages == 1:  # a stage-2 vote without stage 2 would be the anchor's verdict: left out
+        stage1 = [m.name for m in REGISTRY if m.stage == 1]
+        predictions = predictions[predictions["method"].isin(stage1)].reset_index(drop=True)
     counts = _counts(rollouts, greedy, reflections, plans)
     return ReflectResult(rollouts, reflections, predictions, greedy, counts, cfg)
 

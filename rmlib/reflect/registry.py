@@ -1,4 +1,4 @@
-"""The inference methods, in one registry: name, stage, vote rule, label and colour.
+"""The inference methods, in one registry: name, stage, vote rule and label.
 
 Every table's `method` column, the order methods are listed in, which methods need stage 2, the
 figures' legend labels and colours all come from `REGISTRY`. A vote is a pure function of one
@@ -58,13 +58,12 @@ Vote = Callable[[PairVotes, "ReflectConfig"], Outcome | None]
 @dataclass(frozen=True)
 class Method:
     """One inference method. stage: 1 = stage-1 judgments alone, 2 = needs stage 2's winners.
-    colour: a name of `rmlib.plots.style.OKABE_ITO`. label: the figures' legend text."""
+    label: its name in tables and legends (its colour is the figures': rmlib.plots.style)."""
 
     name: str
     stage: Literal[1, 2]
     vote: Vote
     label: str
-    colour: str
     doc: str = ""
 
 
@@ -119,15 +118,14 @@ def _winners_vote(v: PairVotes, anchor: int | None, plan: str) -> Outcome:
 
 
 REGISTRY: tuple[Method, ...] = (
-    Method("greedy", 1, vote_greedy, "greedy", "blue", "one greedy judgment"),
-    Method("majority", 1, vote_majority, "majority of N", "sky", "majority of the N samples"),
-    Method("anchor", 1, vote_anchor, "anchor alone", "orange", "the most confident sample"),
+    Method("greedy", 1, vote_greedy, "greedy", "one greedy judgment"),
+    Method("majority", 1, vote_majority, "majority of N", "majority of the N samples"),
+    Method("anchor", 1, vote_anchor, "anchor alone", "the most confident sample"),
     Method(
         "random_anchor",
         2,
         vote_random_anchor,
         "random anchor",
-        "purple",
         "stage 2 around a randomly drawn anchor (ablation)",
     ),
     Method(
@@ -135,7 +133,6 @@ REGISTRY: tuple[Method, ...] = (
         2,
         vote_random_winners,
         "random winners",
-        "black",
         "as many winners as ReflectRM found, drawn at random (ablation)",
     ),
     Method(
@@ -143,7 +140,6 @@ REGISTRY: tuple[Method, ...] = (
         2,
         vote_reflectrm,
         "ReflectRM",
-        "vermillion",
         "majority of the samples whose critique beat the anchor's (the method)",
     ),
 )

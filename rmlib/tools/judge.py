@@ -15,6 +15,8 @@ verdict when the responses were swapped).
 
 from __future__ import annotations
 
+import copy
+import dataclasses
 import json
 import math
 from collections.abc import Collection, Sequence
@@ -24,7 +26,7 @@ from typing import Any, Literal
 
 import pandas as pd
 
-from rmlib.config import PARAMS, doc
+from rmlib.config import PARAMS, ConfigError, build_section, doc, set_dotted
 from rmlib.data._io import Row, collect, read_file, user
 from rmlib.data.pair import LoadResult, OnError, Pair
 from rmlib.generation.backends import build_backend, vllm_weights
@@ -32,14 +34,12 @@ from rmlib.generation.backends import engine_settings as gb_engine_settings
 from rmlib.generation.registry import Needs, Weights
 from rmlib.generation.settings import GenerationSection, ModelSection
 from rmlib.judge.settings import PromptSection
-from rmlib.reflect.registry import METHODS
+from rmlib.reflect.registry import BY_NAME, METHODS
 from rmlib.reflect.settings import ReflectConfig
 
 # Any registered method (rmlib.reflect.registry): a vote added there is one here too
 JUDGE_METHODS: tuple[str, ...] = METHODS
 Orders = Literal["given", "both"]
-# Methods judged without `run_reflectrm` (no stage 2)
-STAGE1_ONLY: frozenset[str] = frozenset({"greedy", "majority"})
 
 # A pairs file's source name (what the store keys and the predictions' `source` say)
 PAIRS_SOURCE = "pairs"
@@ -142,16 +142,31 @@ class JudgeSection:
     )
 
 
+# Where a tool's defaults differ from a run's: vLLM in process, precision 'auto', and the random
+# anchor only when asked for by name
+JUDGE_DEFAULTS: dict[str, dict[str, Any]] = {
+    "model": {"precision": "auto"},
+    "generation": {"backend": "vllm"},
+    "prompts": {},
+    "inference": {"run_random_anchor": False},
+    "judge": {},
+}
+
+
 @dataclass
 class JudgeConfig:
     """Everything a judging call depends on, without a run: the params file's `model`,
     `generation`, `prompts` and `inference` sections (their documented defaults) and `judge`.
     Defaults differ from a run's where a tool should: vLLM in process, precision 'auto'."""
 
-    model: ModelSection = field(default_factory=lambda: ModelSection(precision="auto"))
-    generation: GenerationSection = field(default_factory=lambda: GenerationSection(backend="vllm"))
+    model: ModelSection = field(default_factory=lambda: ModelSection(**JUDGE_DEFAULTS["model"]))
+    generation: GenerationSection = field(
+        default_factory=lambda: GenerationSection(**JUDGE_DEFAULTS["generation"])
+    )
     prompts: PromptSection = field(default_factory=PromptSection)
-    inference: ReflectConfig = field(default_factory=lambda: ReflectConfig(run_random_anchor=False))
+    inference: ReflectConfig = field(
+        default_factory=lambda: ReflectConfig(**JUDGE_DEFAULTS["inference"])
+    )
     judge: JudgeSection = field(default_factory=JudgeSection)
 
     def __post_init__(self) -> None:
@@ -174,7 +189,7 @@ class JudgeConfig:
 
     def reflects(self) -> bool:
         """Whether stage 2 runs: any method but greedy and majority needs the two stages' run."""
-        return not set(self.judge.methods) <= STAGE1_ONLY
+        return any(BY_NAME[m].stage == 2 for m in self.judge.methods)
 
     def longest_prompt_tokens(self) -> int:
         """The longest prompt this call sends: the reflection budget only with stage 2."""
@@ -266,59 +281,18 @@ def judge(
 
     cfg = cfg or JudgeConfig()
     fmt = PromptFormat.of(tokenizer, cfg)
-    methods = set(cfg.judge.methods)
-    infer = cfg.reflect_config()
-    if methods <= {"greedy"}:
-        result = _greedy_only(pairs, backend, fmt, infer)
-    elif not cfg.reflects():
-        result = _stage1_only(pairs, backend, fmt, infer)
-    else:
-        result = run_reflectrm(pairs, backend, fmt, infer)
-    unlabelled = {p.id for p in pairs if p.meta.get(UNLABELLED)}
-    return predictions_table(result, cfg.judge.methods, unlabelled)
-
-
-def _greedy_only(pairs, backend, fmt: Any, infer: ReflectConfig) -> Any:
-    from rmlib.judge.judgments import judge_pairs
-    from rmlib.reflect import judged_orders
-
-    greedy = judge_pairs(
-        judged_orders(pairs, infer),
+    # one path for every method: stage 2 only when a method needs it (Method.stage), and the N
+    # samples unless greedy, the one method without them, is all that was asked for
+    result = run_reflectrm(
+        pairs,
         backend,
         fmt,
-        n=1,
-        params=infer.greedy_params(),
-        confidence_fraction=infer.confidence_fraction,
+        cfg.reflect_config(),
+        stages=2 if cfg.reflects() else 1,
+        samples=set(cfg.judge.methods) != {"greedy"},
     )
-    return _Stage1(greedy.iloc[0:0], greedy, infer)
-
-
-def _stage1_only(pairs, backend, fmt: Any, infer: ReflectConfig) -> Any:
-    """Majority (and greedy) need no stage 2: the sampled judgments and their vote alone."""
-    from rmlib.judge.judgments import judge_pairs
-    from rmlib.reflect import judged_orders
-
-    judged = judged_orders(pairs, infer)
-    frac = infer.confidence_fraction
-    rollouts = judge_pairs(
-        judged, backend, fmt, n=infer.n_samples, params=infer.sampling_params(),
-        confidence_fraction=frac,
-    )  # fmt: skip
-    greedy = rollouts.iloc[0:0]
-    if infer.run_greedy:
-        greedy = judge_pairs(
-            judged, backend, fmt, n=1, params=infer.greedy_params(), confidence_fraction=frac
-        )
-    return _Stage1(rollouts, greedy, infer)
-
-
-@dataclass
-class _Stage1:
-    """Stage-1 tables, as `predictions_table` reads them from a ReflectResult."""
-
-    rollouts: pd.DataFrame
-    greedy: pd.DataFrame
-    config: ReflectConfig
+    unlabelled = {p.id for p in pairs if p.meta.get(UNLABELLED)}
+    return predictions_table(result, cfg.judge.methods, unlabelled)
 
 
 def predictions_table(
@@ -379,7 +353,7 @@ def _greedy_rows(greedy: pd.DataFrame) -> list[dict[str, Any]]:
 def _majority_rows(rollouts: pd.DataFrame, infer: ReflectConfig) -> list[dict[str, Any]]:
     """The majority of each pair's samples (the registry's vote, the run's tie rule); the
     confidence is that of the most confident sample voting for the verdict."""
-    from rmlib.reflect.registry import BY_NAME, PairVotes
+    from rmlib.reflect.registry import PairVotes
 
     rows = []
     for key, g in rollouts.groupby("key", sort=False):
@@ -577,41 +551,78 @@ def judge_file(
     }
 
 
+# The sections a judge reads, by their params-file names (a `--set KEY=VALUE` names one of them).
+JUDGE_SECTIONS: dict[str, type] = {
+    "model": ModelSection,
+    "generation": GenerationSection,
+    "prompts": PromptSection,
+    "inference": ReflectConfig,
+    "judge": JudgeSection,
+}
+# `rmlib judge`'s options that set section fields: option -> the dotted keys it sets. The command
+# line makes each option from its field (type, allowed values, the field's doc as its help) and
+# `config_from_args` sets what was given; `--set KEY=VALUE` reaches every other field.
+FIELD_OPTIONS: dict[str, tuple[str, ...]] = {
+    "--model": ("model.backbone",),
+    "--precision": ("model.precision",),
+    "--adapter": ("judge.adapter",),
+    "--adapter-mode": ("generation.adapters",),
+    "--api-key-env": ("generation.api_key_env",),
+    "--served-model": ("judge.served_model",),
+    "--orders": ("judge.orders",),
+    "--samples": ("inference.n_samples",),
+    "--max-new-tokens": ("inference.max_new_tokens", "inference.reflection_max_new_tokens"),
+    "--max-prompt-tokens": ("prompts.max_prompt_tokens",),
+    "--max-reflection-prompt-tokens": ("prompts.max_reflection_prompt_tokens",),
+}
+
+
+def judge_field(key: str) -> tuple[type, dataclasses.Field, Any]:
+    """The section class, the field and the judge's default of a dotted key of its sections."""
+    section, _, name = key.partition(".")
+    cls = JUDGE_SECTIONS[section]
+    default = getattr(getattr(JudgeConfig(), section), name)
+    return cls, next(f for f in dataclasses.fields(cls) if f.name == name), default
+
+
+def judge_config(data: dict[str, Any], source: str = "rmlib judge") -> JudgeConfig:
+    """A JudgeConfig from a mapping of its sections (dotted keys set with `set_dotted`), each
+    validated as a params file's section is: a wrong value is one ConfigError line."""
+    unknown = sorted(set(data) - set(JUDGE_SECTIONS))
+    if unknown:
+        raise ConfigError(
+            f"{source}: unknown section '{unknown[0]}' (a judge's: {', '.join(JUDGE_SECTIONS)})"
+        )
+    sections = {
+        name: build_section(cls, data.get(name), name, source)
+        for name, cls in JUDGE_SECTIONS.items()
+    }
+    try:
+        return JudgeConfig(**sections)
+    except ValueError as e:
+        raise ConfigError(f"{source}: {e}") from None
+
+
 def config_from_args(args: Any) -> JudgeConfig:
     """`rmlib judge`'s options as a JudgeConfig: an option not given keeps its section's
-    documented default."""
-    model = _given(ModelSection(precision="auto"), backbone=args.model, precision=args.precision)
+    documented default (the judge's own where a tool's should differ from a run's: vLLM in
+    process, precision 'auto', no random anchor unless asked for by name)."""
     backend = args.backend or ("http" if args.endpoint else "vllm")
     if args.endpoint and backend != "http":
         raise ValueError(f"--endpoint goes with the http backend, not --backend {backend}")
     if args.adapter_mode and backend != "vllm":
         raise ValueError(f"--adapter-mode goes with the vllm backend, not {backend}")
-    generation = _given(
-        GenerationSection(backend=backend, endpoints=list(args.endpoint)),
-        api_key_env=args.api_key_env,
-        progress=False if args.no_progress else None,
-        adapters=args.adapter_mode,
-    )
-    prompts = _given(
-        PromptSection(),
-        max_prompt_tokens=args.max_prompt_tokens,
-        max_reflection_prompt_tokens=args.max_reflection_prompt_tokens,
-    )
-    inference = _given(
-        ReflectConfig(run_random_anchor=False, seed=args.seed),
-        n_samples=args.samples,
-        max_new_tokens=args.max_new_tokens,
-        reflection_max_new_tokens=args.max_new_tokens,
-    )
-    judge_section = _given(
-        JudgeSection(orders=args.orders),
-        methods=list(dict.fromkeys(args.method)) if args.method else None,
-        adapter=args.adapter,
-        served_model=args.served_model,
-    )
-    return JudgeConfig(model, generation, prompts, inference, judge_section)
-
-
-def _given(section: Any, **values: Any) -> Any:
-    """`section` with the values that were given (not None); its own checks run again."""
-    return replace(section, **{k: v for k, v in values.items() if v is not None})
+    data = copy.deepcopy(JUDGE_DEFAULTS)
+    data["generation"].update(backend=backend, endpoints=list(args.endpoint))
+    data["inference"]["seed"] = args.seed
+    for option, keys in FIELD_OPTIONS.items():
+        value = getattr(args, option.lstrip("-").replace("-", "_"))
+        for key in keys if value is not None else ():
+            set_dotted(data, key, value)
+    if args.no_progress:
+        data["generation"]["progress"] = False
+    if args.method:
+        data["judge"]["methods"] = list(dict.fromkeys(args.method))
+    for key, value in getattr(args, "overrides", None) or []:
+        set_dotted(data, key, value)
+    return judge_config(data)

@@ -537,7 +537,7 @@ def compute_score(
     """verl's custom reward function (verl 0.4's interface; module docstring): the judge's
     reward of `solution_str` against `ground_truth`, a reference completion.
 
-    In verl's config: `custom_reward_function.path=<rmlib>/reward_judge.py`,
+    In verl's config: `custom_reward_function.path=<rmlib>/tools/reward.py`,
     `custom_reward_function.name=compute_score`, and `custom_reward_function.reward_kwargs`
     holding `endpoint`, `model`, `tokenizer`, `store` (and any other `http_judge` argument,
     `prompt_key`); the dataset's `extra_info` holds the prompt under `prompt_key` ("prompt").

@@ -124,7 +124,7 @@ def usage_lines(out: Path, meta: dict[str, Any]) -> list[str]:
         "trainer = GRPOTrainer(model=..., reward_funcs=[judge], train_dataset=..., args=...)",
         "```",
         "",
-        "verl: `custom_reward_function.path=<rmlib>/reward_judge.py`, `name=compute_score`, "
+        "verl: `custom_reward_function.path=<rmlib>/tools/reward.py`, `name=compute_score`, "
         "`reward_kwargs` = the same arguments (`endpoint`, `model`, `tokenizer`, `store`, ...); "
         "the prompt in each row's `extra_info.prompt`.",
     ]

@@ -32,7 +32,6 @@ from typing import Any, Literal
 from rmlib import status
 from rmlib.config import PARAMS, Count, Dropout, Positive, Precision, Scheduler, Seed, Share, doc
 from rmlib.data.pair import Pair
-from rmlib.generation.models import merge_adapter
 from rmlib.judge import prompts
 
 
@@ -272,6 +271,8 @@ def run_warmup(
     trainer.save_model(str(output_dir))
     merged = None
     if merged_dir is not None:
+        from rmlib.generation.models import merge_adapter  # torch: not at import
+
         merged = merge_adapter(
             backbone,
             output_dir,

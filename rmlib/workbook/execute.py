@@ -496,10 +496,11 @@ def check_trl_keys(cfg: RunConfig) -> None:
 
 def check_api_key(cfg: RunConfig) -> None:
     """Refuse, before any work, an HTTP run whose generation.api_key_env variable is unset
-    (`backends.api_key` is the rule)."""
+    (`rmlib.generation.backends.api_key` is the rule; 'served' starts its servers with it)."""
+    from rmlib.generation.registry import BACKENDS
     from rmlib.run.backends import api_key
 
-    if cfg.generation.backend in ("http", "served"):  # 'served' starts its servers with it
+    if BACKENDS[cfg.generation.backend].servers:
         api_key(cfg)
 
 

@@ -16,18 +16,12 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from rmlib.generation.registry import BACKENDS
 from rmlib.run.config import RunConfig
 from rmlib.run.folder import RunFolder
 
 MANIFEST = "manifest.json"
 
-# who generates, by generation.backend (the http servers' precision is theirs, not ours)
-_BACKENDS = {
-    "vllm": "vLLM's engine in this process",
-    "hf": "the transformers decode loop",
-    "http": "OpenAI-compatible servers (generation.endpoints)",
-    "served": "vLLM servers the run starts, one a GPU (rmlib serve)",
-}
 
 
 def run_facts(cfg: RunConfig, run: RunFolder) -> dict[str, Any]:
@@ -68,8 +62,9 @@ def _device(hardware: dict[str, Any], params: dict[str, Any]) -> str:
 
 def _generation(params: dict[str, Any], prec: dict[str, Any]) -> str:
     backend = params["generation"]["backend"]
-    who = _BACKENDS.get(backend, backend)
-    if backend == "http":
+    entry = BACKENDS.get(backend)  # who generates (an old manifest may name one no longer here)
+    who = entry.who if entry else backend
+    if entry is not None and not entry.local_weights:  # the servers' precision is theirs
         return f"generation by {who}"
     used = prec["precision"]
     return f"generation by {who} in {used['used']} ({used['why']})"
