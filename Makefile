@@ -41,12 +41,15 @@ LAB_ARGS ?=
 lab: venv
 	$(BIN)/rmlib lab $(if $(RUN),--run $(RUN)) -- $(LAB_ARGS)
 
+# lint-imports: rmlib's layers contract (pyproject.toml [tool.importlinter]; docs/architecture.md)
 test: venv
 	$(BIN)/ruff check rmlib tests benchmarks tools conftest.py
+	$(BIN)/lint-imports
 	$(BIN)/python -m pytest -q tests notebooks --nbval-lax
 
 lint: venv
 	$(BIN)/ruff check rmlib tests benchmarks tools conftest.py
+	$(BIN)/lint-imports
 	$(BIN)/ruff format --check rmlib tests benchmarks tools
 
 # Both install sets (CUDA and CPU) resolved from PyPI's metadata in seconds: a conflict in the set
