@@ -2,9 +2,10 @@
 profile's sizes, on a Qwen3-4B-shaped model; one prepared script, about 5 minutes on an H200
 (estimated, not yet timed on one).
 
-Builds a model of Qwen3-4B's exact shape (`rmlib.generation.models.qwen3_4b_config`) with random weights,
-offline: initialised in bf16 on the device, saved as a plain checkpoint in a temporary folder.
-The GRPO settings are the profile's (`--profile`, default params/qwen3-4b-quick.yaml, read by
+Builds a model of Qwen3-4B's exact shape (`rmlib.generation.models.qwen3_4b_config`) with random
+weights, offline: initialised in bf16 on the device, saved as a plain checkpoint in a temporary
+folder. The GRPO settings are the profile's (`--profile`, default params/qwen3-4b-quick.yaml, read
+by
 `rmlib.run.config.load_config`): its `grpo` section as 03 trains it (LoRA `lora_r`, beta, loss),
 micro-batch, generation batch, completion cap and engine share
 (`grpo.vllm_gpu_memory_utilization`), with prompts padded to the reflection budget

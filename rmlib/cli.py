@@ -328,7 +328,8 @@ def _add_preflight_options(run: argparse.ArgumentParser) -> None:
         action="store_true",
         help="run a few items of every notebook on the real model at the profile's longest "
         "prompts, GRPO a step or two at its batch sizes, into outputs/<run>-preflight (emptied "
-        "first; never the run's own folder); prints pass/FAIL per notebook (rmlib.workbook.preflight)",
+        "first; never the run's own folder); prints pass/FAIL per notebook "
+        "(rmlib.workbook.preflight)",
     )
     run.add_argument(
         "--preflight-items",

@@ -1,7 +1,7 @@
 """A scripted Backend for unit tests of judge/reflect: known verdict texts and log-probs.
 
-It reads the real prompts (rmlib.judge.prompts) to tell which pair, order, sample and critique slots a
-prompt is about, and answers from a script, so the selection and voting logic can be checked
+It reads the real prompts (rmlib.judge.prompts) to tell which pair, order, sample and critique slots
+a prompt is about, and answers from a script, so the selection and voting logic can be checked
 exactly. A test double, used only in unit tests.
 """
 

@@ -34,7 +34,8 @@ def _lint(package_parent: Path) -> subprocess.CompletedProcess:
 
 
 def _copy(tmp_path: Path) -> Path:
-    shutil.copytree(ROOT / "rmlib", tmp_path / "rmlib", ignore=shutil.ignore_patterns("__pycache__"))
+    skip = shutil.ignore_patterns("__pycache__")
+    shutil.copytree(ROOT / "rmlib", tmp_path / "rmlib", ignore=skip)
     return tmp_path
 
 
@@ -67,7 +68,8 @@ def test_a_type_checking_import_cycle_breaks_the_siblings(tmp_path):
     tree = _copy(tmp_path)
     _append(
         tree / "rmlib" / "run" / "config.py",
-        "from typing import TYPE_CHECKING\n\nif TYPE_CHECKING:\n    from rmlib.run.models import MODELS",
+        "from typing import TYPE_CHECKING\n\n"
+        "if TYPE_CHECKING:\n    from rmlib.run.models import MODELS",
     )
     done = _lint(tree)
     assert done.returncode != 0

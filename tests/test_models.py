@@ -1,4 +1,5 @@
-"""rmlib.generation.models: embedded offline models, loading by precision/adapter, the bnb CPU guard."""
+"""rmlib.generation.models: embedded offline models, loading by precision/adapter, the bnb CPU
+guard."""
 
 from __future__ import annotations
 

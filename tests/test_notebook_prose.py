@@ -81,7 +81,8 @@ def test_every_model_notebook_displays_what_ran(path):
 
 
 def _manifest(run: Path, train_precision: str, precision: str = "bf16") -> None:
-    """A manifest.json with the sections what_ran reads, as rmlib.workbook.execute.manifest writes them."""
+    """A manifest.json with the sections what_ran reads, as rmlib.workbook.execute.manifest writes
+    them."""
     cfg = load_config(ROOT / "params" / "demo.yaml")
     sampled_by = "vLLM colocate, " + (
         "unquantized base + the adapter by LoRARequest"

@@ -248,14 +248,20 @@ def _vllm(gen: GenerationSection, weights: Weights, needs: Needs) -> tuple[Any, 
 
 
 @register(
-    "http", who="OpenAI-compatible servers (generation.endpoints)", local_weights=False, servers=True
+    "http",
+    who="OpenAI-compatible servers (generation.endpoints)",
+    local_weights=False,
+    servers=True,
 )
 def _http(gen: GenerationSection, weights: Weights, needs: Needs) -> tuple[Any, Any]:
     return http_client(gen, weights, needs, gen.endpoints), http_tokenizer(gen, weights)
 
 
 @register(
-    "served", who="vLLM servers the run starts, one a GPU (rmlib serve)", servers=True, run_only=True
+    "served",
+    who="vLLM servers the run starts, one a GPU (rmlib serve)",
+    servers=True,
+    run_only=True,
 )
 def _served(gen: GenerationSection, weights: Weights, needs: Needs) -> tuple[Any, Any]:
     """The HTTP backend over servers started on the first generation the store cannot answer

@@ -255,8 +255,8 @@ class HTTPBackend:
     request that fails for good on one moving on to the next. model: the served model name, or a
     LoRA adapter's served name. identity: what the generation store keys on; the default
     `"http:<model>"` is only a name, so pass the served weights' identity
-    (`rmlib.generation.models.model_identity(base, precision=..., adapter=DIR)` hashes the adapter) lest an
-    adapter retrained and served under the same name reuse the old one's stored generations.
+    (`rmlib.generation.models.model_identity(base, precision=..., adapter=DIR)` hashes the adapter)
+    lest an adapter retrained and served under the same name reuse the old one's stored generations.
     Wrap it in a CachedBackend with large `chunk_prompts` (hundreds): each chunk waits for its
     slowest request. concurrency: requests in flight at once, over all endpoints. timeouts:
     `HTTPTimeouts` (per phase of a request, and the openai client's retries of a transient

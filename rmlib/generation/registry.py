@@ -90,7 +90,12 @@ BACKENDS: dict[str, Entry] = {}
 
 
 def register(
-    name: str, *, who: str, local_weights: bool = True, servers: bool = False, run_only: bool = False
+    name: str,
+    *,
+    who: str,
+    local_weights: bool = True,
+    servers: bool = False,
+    run_only: bool = False,
 ) -> Callable[[Maker], Maker]:
     """Enter a backend's maker under `name` (a value of generation.backend)."""
 

@@ -334,10 +334,10 @@ def describe(
     adapters: Mapping[str, str] | None = None,
 ) -> str:
     """What `rmlib serve` prints: the endpoints, the names served, the logs, and how to use them:
-    a run's params lines (generation: the run's section, `rmlib serve PARAMS`) or the `rmlib judge` call for each name
-    (`rmlib serve --checkpoint MODEL`; `model` names the tokenizer the judge renders with; an
-    adapter's call names its folder and the precision, which key the judge's store on the
-    weights served, not on the served name alone)."""
+    a run's params lines (generation: the run's section, `rmlib serve PARAMS`) or the `rmlib judge`
+    call for each name (`rmlib serve --checkpoint MODEL`; `model` names the tokenizer the judge
+    renders with; an adapter's call names its folder and the precision, which key the judge's store
+    on the weights served, not on the served name alone)."""
     lines = [f"{len(servers.endpoints)} vLLM server(s) ready:"]
     lines += [
         f"  {url}  (log: {log})" for url, log in zip(servers.endpoints, servers.logs, strict=True)

@@ -131,8 +131,8 @@ def judge_pairs(
     `fmt` renders each Pref. prompt (its budget's Pref. limit applies). `correct` is False on a
     parse failure; `confidence` is `confidence` (above) with `confidence_fraction`.
     `verdict_logprobs` adds the column `verdict_logprob`: the log-prob of
-    the token that decides the verdict (`rmlib.judge.verdict.verdict_token`; NaN without a verdict or
-    token ids), for a soft reward, and `logprobs_kind` (raw / processed / unknown: what the
+    the token that decides the verdict (`rmlib.judge.verdict.verdict_token`; NaN without a verdict
+    or token ids), for a soft reward, and `logprobs_kind` (raw / processed / unknown: what the
     backend says its log-probs are, rmlib.generation.http); off by default (a few decodes a row).
     """
     built = [fmt.pref(p) for p in pairs]

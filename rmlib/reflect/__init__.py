@@ -8,9 +8,9 @@ they tie.
 
 The selection and voting rules are pure functions over plain values (`select_anchor`,
 `reflection_plan`, `final_vote`, `majority_vote`; each judgment's confidence is
-`rmlib.judge.judgments.confidence`); `run_reflectrm` wires them to a backend through `rmlib.judge.judgments`, in one
-batched backend call per stage, and returns the tables. The import runs one way: judge knows
-nothing of this module.
+`rmlib.judge.judgments.confidence`); `run_reflectrm` wires them to a backend through
+`rmlib.judge.judgments`, in one batched backend call per stage, and returns the tables. The import
+runs one way: judge knows nothing of this module.
 
 Rules on parse failures (method.md §4):
 - a rollout whose verdict does not parse takes no part: it cannot be the anchor, a critique or

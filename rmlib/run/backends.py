@@ -102,7 +102,8 @@ def backend(cfg: RunConfig, run: RunFolder, ref: ModelRef, *, with_adapters: boo
         ),
         source=cfg.source,
     )
-    return gb.build_backend(cfg.generation, weights(cfg, run, ref), run.path / cfg.generation.store, needs)
+    store = run.path / cfg.generation.store
+    return gb.build_backend(cfg.generation, weights(cfg, run, ref), store, needs)
 
 
 def _lora_rank(cfg: RunConfig, adapters: bool) -> int | None:
@@ -178,7 +179,8 @@ def run_spec(
             raise ValueError(f"unknown model {name!r}; one of {MODELS}")
     lora.update(adapters or {})
     precision, _ = resolve_precision(cfg.model.precision)
-    settings = servers.with_loras(vllm_settings(cfg, resolve_model(base_path(cfg, run)), precision), lora)
+    engine = vllm_settings(cfg, resolve_model(base_path(cfg, run)), precision)
+    settings = servers.with_loras(engine, lora)
     return servers.ServeSpec(
         engine=settings,
         served_name=served_model(cfg, "base"),
@@ -220,5 +222,3 @@ def served(
     )
     with started:
         yield started
-
-

@@ -52,6 +52,7 @@ SECTIONS: dict[str, type] = {
     "plan": PlanSection,
 }
 
+
 @dataclass
 class RunConfig:
     """All sections of one run, plus where it came from."""

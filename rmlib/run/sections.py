@@ -135,7 +135,8 @@ class PlanSection:
     lengths: str | None = doc(
         "A JSON file of measured length statistics (`rmlib data stats SOURCE --lengths FILE` "
         "adds one source per call): its per-source prompt lengths replace the built-in ones "
-        "(rmlib.workbook.plan.lengths.BUILT_IN). `rmlib run --dry-run --lengths FILE` sets it too. None: "
+        "(rmlib.workbook.plan.lengths.BUILT_IN). `rmlib run --dry-run --lengths FILE` sets it "
+        "too. None: "
         "the built-in figures.",
         None,
     )

@@ -4,8 +4,8 @@ Pairs come from a benchmark loader (`rmlib.data.load`) or a plain pairs file (`r
 the judge is a `JudgeConfig` (the model, generation, prompt and inference sections a params file
 has, plus what only this command needs) and a backend built from it alone (`judge_backend`): no
 RunConfig, no run folder. The two stages and the votes are `rmlib.reflect`'s, generation goes
-through `rmlib.judge.judgments`, and every sample through a `GenerationStore`, so an interrupted call
-resumes where it stopped.
+through `rmlib.judge.judgments`, and every sample through a `GenerationStore`, so an interrupted
+call resumes where it stopped.
 
 Output: one row per (method, pair id, order), the columns `rmlib score` reads (id, order, method,
 verdict, label, subset) plus confidence, anchor, winners and each order's verdict (`verdict_given`,

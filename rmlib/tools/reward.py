@@ -13,13 +13,14 @@ here the judge scores a *policy's* completions, by comparing each with an oppone
 
 With `both_orders` (default) every comparison is judged with the completion first and second, so
 the judge's position bias cancels (a judge that always says "Response 1" gives every completion
-0.5). Every comparison of a call goes to the judge in one batched call (`rmlib.judge.judgments.judge_pairs`,
-or ReflectRM's two stages, `rmlib.reflect.method.run_reflectrm`, with `method="reflectrm"`),
-through the backend given: pass a `CachedBackend` so each judgment is stored and a restarted
-training re-scores a batch from the store. `soft=True` rewards with the verdict's probability,
-exp of the log-prob of the token that decides it (`rmlib.judge.verdict.verdict_token`): P(completion
-wins), from a judge whose log-probs are the raw distribution's (module `rmlib.generation.http`
-on `logprobs_kind`; each comparison records what the backend declared).
+0.5). Every comparison of a call goes to the judge in one batched call
+(`rmlib.judge.judgments.judge_pairs`, or ReflectRM's two stages,
+`rmlib.reflect.method.run_reflectrm`, with `method="reflectrm"`), through the backend given: pass a
+`CachedBackend` so each judgment is stored and a restarted training re-scores a batch from the
+store. `soft=True` rewards with the verdict's probability, exp of the log-prob of the token that
+decides it (`rmlib.judge.verdict.verdict_token`): P(completion wins), from a judge whose log-probs
+are the raw distribution's (module `rmlib.generation.http` on `logprobs_kind`; each comparison
+records what the backend declared).
 
 TRL (1.16) calls a reward function in each process with that process's slice of the generation
 batch, as `f(prompts=, completions=, completion_ids=, **dataset_columns, trainer_state=, ...)`,

@@ -166,10 +166,9 @@ def _finished(
 
 
 def _results_settings(settings: dict[str, Any]) -> dict[str, Any]:
-    """GRPO settings less the memory ones (rmlib.workbook.execute.MEMORY_SETTINGS), with the completions per
-    optimizer step they may not change: a finished training stays finished when only memory
+    """GRPO settings less the memory ones (rmlib.config.MEMORY_SETTINGS), with the completions
+    per optimizer step they may not change: a finished training stays finished when only memory
     settings changed after it."""
-
     out = {k: v for k, v in settings.items() if f"grpo.{k}" not in MEMORY_SETTINGS}
     micro = settings.get("per_device_train_batch_size")
     accumulation = settings.get("gradient_accumulation_steps")

@@ -1,7 +1,7 @@
 """Rollouts → the Pref./Refl. training mix (method.md §2), saved as a TRL-ready dataset.
 
-Input: the rollout table of `rmlib.judge.judgments.judge_pairs` (N samples per training pair, from the
-backbone that will be trained) and the pairs it judged. Each pair is classified by its samples:
+Input: the rollout table of `rmlib.judge.judgments.judge_pairs` (N samples per training pair, from
+the backbone that will be trained) and the pairs it judged. Each pair is classified by its samples:
 
 - **easy**: all N verdicts correct → dropped (the paper's rule).
 - **mixed**: at least one correct and at least one *parsed wrong* verdict → one Refl. item.
@@ -35,8 +35,9 @@ When the caps and the ratio disagree (`exact`, a named choice): `"ratio"` (the d
 ratio exact within the caps, so the paper's 13,692 / 3,420 at 4:1 give 13,680 + 3,420;
 `"caps"` takes the caps themselves as the counts whenever both pools reach them (13,692 +
 3,420 = 17,112, the paper's own draw, 4.004:1), and falls back to the ratio rule within the caps
-when a pool is short of its cap. `mix_counts` is the one rule; the dry run (`rmlib.workbook.plan`) uses it
-too. The counts table puts the paper's counts (Qwen3-4B, `rmlib.paper.MIX_COUNTS`) beside ours.
+when a pool is short of its cap. `mix_counts` is the one rule; the dry run (`rmlib.workbook.plan`)
+uses it too. The counts table puts the paper's counts (Qwen3-4B, `rmlib.paper.MIX_COUNTS`) beside
+ours.
 
 Variants (`TrainMixConfig.variant`), all from the same seeded draws so their Pref. sets nest:
 - `mix` (ReflectRM): P Pref. + R Refl. items as above.
@@ -45,8 +46,8 @@ Variants (`TrainMixConfig.variant`), all from the same seeded draws so their Pre
   the pool is what limits the mix, that is the pool itself, as in `pref_only`).
 - `refl_only`: the Refl. items of `mix`, no Pref. (a judge that only reflects).
 
-Prompts are chat messages (`rmlib.judge.prompts.pref_messages` / `refl_messages`), fitted to the prompt
-budget by the project's own truncation policy before training (TRL's GRPOConfig has no prompt
+Prompts are chat messages (`rmlib.judge.prompts.pref_messages` / `refl_messages`), fitted to the
+prompt budget by the project's own truncation policy before training (TRL's GRPOConfig has no prompt
 cap): Pref. items to its `max_prompt_tokens`, Refl. items to its `max_reflection_prompt_tokens`.
 A prompt the budget cuts is stored as the cut message, recovered from the rendered text. How
 prompts are shown is the run's (`prompts.critique_with_result`, `model.enable_thinking`), passed

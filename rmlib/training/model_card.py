@@ -1,5 +1,6 @@
 """The adapter's model card (README.md): backbone, data counts, parameters, seed, and an
-evaluation section that `fill_evaluation` fills (`rmlib.workbook.report` writes the model's rows there).
+evaluation section that `fill_evaluation` fills (`rmlib.workbook.report` writes the model's rows
+there).
 """
 
 from __future__ import annotations

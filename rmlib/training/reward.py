@@ -1,6 +1,7 @@
 """The one reward rule of both judgment tasks (method.md §3), as a TRL reward function.
 
-A completion is parsed with `rmlib.judge.verdict.parse_verdict` for its item's task ("pref" or "refl"):
+A completion is parsed with `rmlib.judge.verdict.parse_verdict` for its item's task ("pref" or
+"refl"):
 
 - a parsed verdict equal to the item's label → 1.0;
 - a parsed wrong verdict → 0.0;

@@ -5,7 +5,8 @@ generates, the adapter method (LoRA, or QLoRA on a 4-bit base) — are never wri
 notebook's prose: a chapter titled for one profile would be false for the others (notebook 03
 once read "GRPO with QLoRA … 4-bit NF4 backbone" over a bf16 run). The notebooks show
 `what_ran(cfg, run)` instead, rendered from the run's manifest.json (written by `rmlib run`,
-`rmlib.workbook.execute.manifest`), and tests/test_notebook_prose.py keeps those terms out of their markdown.
+`rmlib.workbook.execute.manifest`), and tests/test_notebook_prose.py keeps those terms out of their
+markdown.
 
 A notebook opened by hand on a folder without a manifest gets the same facts computed now from
 its params (the precision choices depend on this machine, as the runner's would).

