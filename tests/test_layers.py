@@ -87,3 +87,33 @@ def test_no_import_by_name_and_few_loose_modules():
     assert found == [], f"imports by name hide edges from the layers contract: {found}"
     loose = sorted(p.name for p in (ROOT / "rmlib").glob("*.py") if p.name != "__init__.py")
     assert len(loose) <= 8, loose
+
+
+@pytest.mark.parametrize(
+    ("statement", "where"),
+    [
+        ("from rmlib.reward_judge import http_judge", "rmlib.tools.reward"),
+        ("from rmlib import judging", "rmlib.tools.judge"),
+        ("import rmlib.run_folder", "rmlib.run.folder"),
+        ("from rmlib.config import RunConfig", "rmlib.run.config"),
+        ("from rmlib.config import GenerationSection", "rmlib.generation.settings"),
+        ("from rmlib.run import execute", "rmlib.workbook.execute"),
+        ("from rmlib.run import holding", "rmlib.run.lock"),
+        ("from rmlib.judge import judge_pairs", "rmlib.judge.judgments"),
+    ],
+)
+def test_an_old_import_says_where_it_went(statement, where):
+    with pytest.raises(ImportError, match=rf"moved: import .*{re.escape(where)}"):
+        exec(statement, {})
+
+
+def test_every_moved_module_names_modules_that_exist():
+    import importlib.util
+
+    import rmlib
+
+    for old, new in rmlib.MOVED.items():
+        targets = re.findall(r"rmlib(?:\.\w+)+", new)
+        assert targets, old
+        for target in targets:
+            assert importlib.util.find_spec(target) is not None, f"{old} -> {target}"

@@ -285,5 +285,8 @@ def test_grpo_on_two_cpu_processes_through_the_runs_launcher(tmp_path, capfd):
     assert step in relayed
     meta = json.loads((out / "training_settings.json").read_text())
     assert (meta["processes"], meta["global_step"]) == (2, 2)
+    # DDP ran without searching for unused parameters (every LoRA weight is used: a step with an
+    # unused trainable parameter would have failed DDP's reduction on the second step)
+    assert meta["ddp_find_unused_parameters"] is False
     assert (out / "adapter_model.safetensors").is_file() and (out / "adapter_config.json").is_file()
     assert progress_table(out)["step"].tolist() == [1, 2]

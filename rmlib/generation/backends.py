@@ -190,7 +190,7 @@ def merge_once(
 # ---------------------------------------------------------------- the registered backends
 
 
-@register("hf", who="the transformers decode loop")
+@register("hf", who="the transformers decode loop", engine="transformers")
 def _hf(gen: GenerationSection, weights: Weights, needs: Needs) -> tuple[Any, Any]:
     from rmlib.generation.hf import HFBackend
     from rmlib.generation.models import load_backbone
@@ -250,7 +250,7 @@ def _vllm(gen: GenerationSection, weights: Weights, needs: Needs) -> tuple[Any, 
 @register(
     "http",
     who="OpenAI-compatible servers (generation.endpoints)",
-    local_weights=False,
+    engine="remote",
     servers=True,
 )
 def _http(gen: GenerationSection, weights: Weights, needs: Needs) -> tuple[Any, Any]:

@@ -15,7 +15,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 
 @dataclass(frozen=True)
@@ -75,15 +75,23 @@ Maker = Callable[[Any, Weights, Needs], tuple[Any, Any]]
 @dataclass(frozen=True)
 class Entry:
     """A registered backend. who: who generates, in a run's facts line ("the transformers decode
-    loop"). local_weights: it generates with the weights the run loads (the run's precision
-    applies; not so for servers someone else started). servers: it sends requests to servers
-    (the API key applies). run_only: it needs a run (servers of the run's models)."""
+    loop"). engine: what the run's generations cost, as the dry run counts them: 'vllm' (a vLLM
+    engine on the run's GPUs, in process or behind servers the run starts: its start, its share
+    of the card), 'transformers' (our decode loop: weights + a KV cache of max_batch_tokens) or
+    'remote' (servers someone else runs: nothing here, and their precision is theirs). servers:
+    it sends requests to servers (the API key applies). run_only: it needs a run (servers of the
+    run's models)."""
 
     maker: Maker
     who: str
-    local_weights: bool = True
+    engine: Literal["vllm", "transformers", "remote"] = "vllm"
     servers: bool = False
     run_only: bool = False
+
+    @property
+    def local_weights(self) -> bool:
+        """Whether it generates with the weights the run loads (the run's precision applies)."""
+        return self.engine != "remote"
 
 
 BACKENDS: dict[str, Entry] = {}
@@ -93,14 +101,14 @@ def register(
     name: str,
     *,
     who: str,
-    local_weights: bool = True,
+    engine: Literal["vllm", "transformers", "remote"] = "vllm",
     servers: bool = False,
     run_only: bool = False,
 ) -> Callable[[Maker], Maker]:
     """Enter a backend's maker under `name` (a value of generation.backend)."""
 
     def add(maker: Maker) -> Maker:
-        BACKENDS[name] = Entry(maker, who, local_weights, servers, run_only)
+        BACKENDS[name] = Entry(maker, who, engine, servers, run_only)
         return maker
 
     return add

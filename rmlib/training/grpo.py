@@ -139,6 +139,10 @@ def train_grpo(
             "completed": True,
             "pid": os.getpid(),  # which process trained (rmlib.training.launch: one per model)
             "processes": trainer.accelerator.num_processes,  # data parallel (run.gpus)
+            # as DDP ran it (None: one process, no DDP): grpo_args turns the search off
+            "ddp_find_unused_parameters": getattr(
+                trainer.model_wrapped, "find_unused_parameters", None
+            ),
         }
         (out / SETTINGS_JSON).write_text(json.dumps(meta, indent=2, default=str))
         write_model_card(out, meta)

@@ -305,6 +305,11 @@ def grpo_args(
         vllm_mode="colocate",
         report_to="none",
         remove_unused_columns=False,  # the reward reads `label` and `task`
+        # every trainable parameter is a LoRA weight on a linear projection every forward runs,
+        # so DDP (run.gpus > 1) need not search the graph for unused ones after each backward:
+        # transformers turns that search on for any model that is no PreTrainedModel (a PEFT
+        # model is not). One process: no DDP, no effect. grpo.trl can set it back.
+        ddp_find_unused_parameters=False,
         shuffle_dataset=True,
         log_completions=False,
         disable_tqdm=False,

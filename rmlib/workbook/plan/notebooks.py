@@ -11,6 +11,7 @@ from typing import Any
 
 from rmlib.config import ConfigError
 from rmlib.generation.backends import adapter_mode
+from rmlib.generation.registry import BACKENDS
 from rmlib.generation.vllm import vllm_dtype
 from rmlib.run.backends import context_tokens
 from rmlib.run.config import RunConfig, describe
@@ -146,7 +147,7 @@ def _rollouts_row(cfg: RunConfig, est: Estimator, n_train: int, sc: Scenario) ->
         seconds["warmup"] = row["optimizer_steps"] * per_step / est.train_rate(precision, sft_flops)
     phases["generation"], row["memory_how"], blocked = _generation_memory(cfg, est)
     _set_memory(row, phases)
-    if gen.backend != "hf":
+    if BACKENDS[gen.backend].engine == "vllm":
         seconds["engine_start"] = est.c["vllm_engine_start_s"]
     engine_gib, served = _generation_engine(cfg, est)
     engines = sc.engines(cfg)  # each engine generates its share of the pairs at once
@@ -154,7 +155,7 @@ def _rollouts_row(cfg: RunConfig, est: Estimator, n_train: int, sc: Scenario) ->
         est.generation_s(
             prompt_tokens / engines,
             tokens / engines,
-            "hf" if gen.backend == "hf" else "vllm",
+            _rate_engine(cfg),
             engine_gib=engine_gib,
             precision=served,
             ctx=prompt + each / 2,
@@ -162,6 +163,12 @@ def _rollouts_row(cfg: RunConfig, est: Estimator, n_train: int, sc: Scenario) ->
         )
     )
     return _finish(row, est, seconds, blocked)
+
+
+def _rate_engine(cfg: RunConfig) -> str:
+    """Whose decode rate the time model takes: the transformers loop's, else vLLM's (a remote
+    server's unknown rate is taken as a vLLM engine's on the planned card)."""
+    return "hf" if BACKENDS[cfg.generation.backend].engine == "transformers" else "vllm"
 
 
 def _generation_engine(cfg: RunConfig, est: Estimator) -> tuple[float | None, str]:
@@ -179,9 +186,10 @@ def _generation_memory(
     start)."""
     gen = cfg.generation
     precision = est.precision(cfg.model.precision)
-    if gen.backend == "http":
+    engine = BACKENDS[gen.backend].engine
+    if engine == "remote":
         return [], "generation on the servers at generation.endpoints", None
-    if gen.backend == "hf":
+    if engine == "transformers":
         weights, kv = est.weights(precision), est.kv_gib(gen.max_batch_tokens, precision)
         terms = [
             {"term": "weights_gib", "gib": weights, "what": f"weights ({precision})"},
@@ -327,7 +335,7 @@ def _inference_row(
     )
     terms, row["memory_how"], blocked = _generation_memory(cfg, est)
     _set_memory(row, {"generation": terms})
-    engine = "hf" if cfg.generation.backend == "hf" else "vllm"
+    engine = _rate_engine(cfg)
     engine_gib, served = _generation_engine(cfg, est)
     ctx = sum(
         n * per[s]["generations"] * eval_context(cfg, s, sc) for s, n in judged.items()
@@ -342,7 +350,7 @@ def _inference_row(
         ctx=ctx,
         queued=max(gens, 1) / engines,
     )
-    if cfg.generation.backend != "hf":
+    if BACKENDS[cfg.generation.backend].engine == "vllm":
         # adapters by LoRARequest share the base model's engine: one start; merged, each model
         # starts its own ('auto' resolved for the card planned for)
         mode = adapter_mode(cfg.generation, on_cuda=est.gpu.name != CPU_CLASS)
