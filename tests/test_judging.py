@@ -391,3 +391,38 @@ def test_the_backend_serves_an_adapter_and_keys_the_store_on_its_weights(tmp_pat
     assert "adapter:" in gen.identity and (tmp_path / "store.sqlite").is_file()
     (adapter / "adapter_model.safetensors").write_bytes(b"weights v2")  # retrained, same folder
     assert judge_backend(cfg, tmp_path / "store.sqlite")[0].identity != gen.identity
+
+
+def test_the_options_are_the_sections_fields_and_set_reaches_any_other():
+    """Each field option is made from its field (allowed values, doc as help); `--set` sets any
+    field of the judge's sections, validated as a params file's (one ConfigError line)."""
+    from rmlib.cli import build_parser
+    from rmlib.config import ConfigError
+    from rmlib.tools.judge import FIELD_OPTIONS, config_from_args, judge_field
+
+    judge = build_parser()._subparsers._group_actions[0].choices["judge"]
+    options = {a.option_strings[0]: a for a in judge._actions if a.option_strings}
+    for option, keys in FIELD_OPTIONS.items():
+        _, f, default = judge_field(keys[0])
+        assert f.metadata["doc"] in options[option].help and repr(default) in options[option].help
+    assert options["--precision"].choices == ("auto", "nf4", "bf16", "fp32")
+    cfg = config_from_args(_args("--set", "inference.temperature=0.7", "--samples", "3"))
+    assert (cfg.inference.temperature, cfg.inference.n_samples) == (0.7, 3)
+    with pytest.raises(ConfigError, match=r"'inference.n_samples': .*greater than or equal to 1"):
+        config_from_args(_args("--samples", "0"))
+    with pytest.raises(ConfigError, match=r"unknown key 'prompts.max_prompt'"):
+        config_from_args(_args("--set", "prompts.max_prompt=9"))
+    with pytest.raises(ConfigError, match=r"unknown section 'grpo'"):
+        config_from_args(_args("--set", "grpo.beta=0.1"))
+
+
+def test_a_stage1_method_runs_no_stage2_and_keeps_its_verdicts(tokenizer):
+    """'anchor' is a stage-1 method (Method.stage): alone it generates no reflection, and its
+    rows are those it has beside ReflectRM."""
+    pairs = [make_pair(pid, label) for pid, label in LABELS.items()]
+    together = judge(pairs, ScriptedBackend(SCRIPT), tokenizer, _config(["anchor", "reflectrm"]))
+    backend = ScriptedBackend(SCRIPT)
+    alone = judge(pairs, backend, tokenizer, _config(["anchor"]))
+    mine = together[together["method"] == "anchor"].reset_index(drop=True)
+    pd.testing.assert_frame_equal(alone, mine)
+    assert not [c for c in backend.calls if c[1].max_new_tokens == 32]

@@ -16,6 +16,7 @@ import hashlib
 import os
 import shutil
 import tempfile
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -276,7 +277,7 @@ def _served(gen: GenerationSection, weights: Weights, needs: Needs) -> tuple[Any
         )
     # `rmlib serve` starts vLLM with raw log-probs (rmlib.generation.servers), so their kind is
     # known
-    raw = Needs(**{**needs.__dict__, "logprobs_kind": "raw"})
+    raw = replace(needs, logprobs_kind="raw")
     backend = ServedBackend(
         needs.servers,
         make=lambda endpoints: http_client(gen, weights, raw, endpoints),
