@@ -33,7 +33,8 @@ engine dies with it), in this order:
 - `engine`: vLLM tokens/s of the shape at batch 1, 64 and 256 (sampled, the completion cap);
 - `grpo_hf` (only with `--hf`): the same GRPO steps with generation by transformers on the NF4
   base (slow at these sizes: minutes);
-- `toolchain`: a C compiler and Python.h, which Triton needs to build its kernels; `driver`.
+- `toolchain`: a C compiler and Python.h, which Triton needs to build its kernels (the check
+  `rmlib run` makes first: rmlib.workbook.device.toolchain); `driver`.
 
 A lent GPU machine is bare (no network; its torch may not be ours; vLLM may be missing): a part
 that cannot run there (vLLM or bitsandbytes not importable) is reported as
@@ -416,26 +417,12 @@ DRIVER_FLOOR = 580
 
 def driver_check(on_cuda: bool, version: str | None = None) -> dict[str, Any]:
     """The NVIDIA driver against the floor torch's CUDA 13 build needs (ok None: no GPU here)."""
-    from rmlib.workbook.execute import cuda_driver
+    from rmlib.workbook.device import cuda_driver
 
     version = version if version is not None else (cuda_driver() if on_cuda else None)
     major = int(version.split(".")[0]) if version and version.split(".")[0].isdigit() else None
     ok = None if major is None else major >= DRIVER_FLOOR
     return {"version": version, "floor": DRIVER_FLOOR, "ok": ok}
-
-
-def toolchain() -> dict[str, Any]:
-    """What Triton needs to compile its kernels: a C compiler and the Python headers."""
-    import shutil
-    import sysconfig
-
-    include = Path(sysconfig.get_paths()["include"]) / "Python.h"
-    compiler = shutil.which("cc") or shutil.which("gcc") or shutil.which("clang")
-    return {
-        "c_compiler": compiler,
-        "python_h": include.is_file(),
-        "ok": bool(compiler) and include.is_file(),
-    }
 
 
 def _device_used_gib() -> float | None:
@@ -464,6 +451,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     import torch
     import transformers
 
+    from rmlib.workbook.device import toolchain
     from rmlib.workbook.execute import installed_version
 
     on_cuda = torch.cuda.is_available()

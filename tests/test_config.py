@@ -485,12 +485,13 @@ def test_auto_precision_follows_the_cpu(monkeypatch):
 
 
 def test_a_real_backbone_without_cuda_is_refused_before_any_work():
-    from rmlib.workbook.execute import check_device
+    from rmlib.workbook.device import Machine, check_device
 
     qwen = load_config(ROOT / "params" / "qwen3-4b-quick.yaml")
     with pytest.raises(ConfigError, match=r"needs a CUDA device .* model.allow_cpu: true"):
-        check_device(qwen, cuda=False)
-    check_device(qwen, cuda=True)
+        check_device(qwen, machine=Machine(False, "13.0", None))
+    ready = {"c_compiler": "/usr/bin/cc", "python_h": True}
+    check_device(qwen, machine=Machine(True, "13.0", "580.95.05", ((9, 0),), ready))
     qwen.model.allow_cpu = True
     check_device(qwen, cuda=False)
     check_device(load_config(ROOT / "params" / "smoke.yaml"), cuda=False)  # embedded: CPU is fine

@@ -9,6 +9,7 @@ import pytest
 
 from rmlib.config import MEMORY_SETTINGS, NOT_RESULTS, ConfigError
 from rmlib.run.config import load_config
+from rmlib.workbook import device
 from rmlib.workbook import execute as runner
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -128,35 +129,35 @@ def _profile(gpu_class: str | None, gpus: int = 1):
 
 def test_a_card_smaller_than_the_profiles_class_is_refused_in_one_line():
     with pytest.raises(ConfigError) as err:
-        runner.check_gpu_class(_profile("h100-80gb"), cards=[("NVIDIA L4", 22.0)])
+        device.check_gpu_class(_profile("h100-80gb"), cards=[("NVIDIA L4", 22.0)])
     line = str(err.value)
     assert "run.gpu_class is h100-80gb" in line and "NVIDIA L4 (22.0 GiB, 24gb)" in line
     assert "--set run.gpu_class=null" in line and "\n" not in line
 
 
 def test_the_profiles_class_or_a_larger_card_runs(caplog):
-    runner.check_gpu_class(_profile("h100-80gb"), cards=[("NVIDIA H100 80GB HBM3", 79.6)])
+    device.check_gpu_class(_profile("h100-80gb"), cards=[("NVIDIA H100 80GB HBM3", 79.6)])
     assert not caplog.records
-    runner.check_gpu_class(_profile("24gb"), cards=[("NVIDIA H200", 139.8)])
+    device.check_gpu_class(_profile("24gb"), cards=[("NVIDIA H200", 139.8)])
     assert "run.gpu_class is 24gb but GPU 0 is NVIDIA H200" in caplog.text
 
 
 def test_every_gpu_the_run_uses_is_checked_and_no_class_means_no_check():
     cards = [("NVIDIA H100 80GB HBM3", 79.6), ("NVIDIA A10G", 22.0)]
-    runner.check_gpu_class(_profile("h100-80gb", gpus=1), cards=cards)  # uses GPU 0 only
+    device.check_gpu_class(_profile("h100-80gb", gpus=1), cards=cards)  # uses GPU 0 only
     with pytest.raises(ConfigError, match="GPU 1 is NVIDIA A10G"):
-        runner.check_gpu_class(_profile("h100-80gb", gpus=2), cards=cards)
-    runner.check_gpu_class(_profile(None), cards=[("NVIDIA L4", 22.0)])
-    runner.check_gpu_class(_profile("h200"), cards=[])  # CPU: check_device's to rule
+        device.check_gpu_class(_profile("h100-80gb", gpus=2), cards=cards)
+    device.check_gpu_class(_profile(None), cards=[("NVIDIA L4", 22.0)])
+    device.check_gpu_class(_profile("h200"), cards=[])  # CPU: check_device's to rule
 
 
 def test_more_gpus_than_visible_are_refused_before_any_work():
     """run.gpus: 8 on a node showing 4 would pass 01 and 02 and fail at 03's launch."""
     cards = [("NVIDIA H100 80GB HBM3", 79.6)] * 4
-    runner.check_gpu_class(_profile(None, gpus=4), cards=cards)
+    device.check_gpu_class(_profile(None, gpus=4), cards=cards)
     with pytest.raises(ConfigError, match=r"run.gpus is 8 but 4 GPU\(s\) are visible"):
-        runner.check_gpu_class(_profile(None, gpus=8), cards=cards)
-    runner.check_gpu_class(_profile(None, gpus=2), cards=[])  # CPU processes (gloo): no GPU
+        device.check_gpu_class(_profile(None, gpus=8), cards=cards)
+    device.check_gpu_class(_profile(None, gpus=2), cards=[])  # CPU processes (gloo): no GPU
 
 
 def test_the_cards_come_from_nvidia_smi_with_the_visible_devices(monkeypatch):
@@ -166,12 +167,12 @@ def test_the_cards_come_from_nvidia_smi_with_the_visible_devices(monkeypatch):
         seen.append((field, extra))
         return ["NVIDIA H100 80GB HBM3, 81559 MiB"]
 
-    monkeypatch.setattr(runner, "_nvidia_smi", smi)
+    monkeypatch.setattr(device, "nvidia_smi", smi)
     monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "3")
-    assert runner.visible_gpus() == [("NVIDIA H100 80GB HBM3", 81559 / 1024)]
+    assert device.visible_gpus() == [("NVIDIA H100 80GB HBM3", 81559 / 1024)]
     assert seen == [("name,memory.total", ("--id=3",))]
     monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "")
-    assert runner.visible_gpus() == []
+    assert device.visible_gpus() == []
 
 
 def test_the_gpu_profiles_name_their_class():

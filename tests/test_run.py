@@ -11,6 +11,7 @@ import pytest
 
 from rmlib.run import lock
 from rmlib.run.config import load_config
+from rmlib.workbook import device
 from rmlib.workbook import execute as runner
 from rmlib.workbook.plan import plan as plan_run
 
@@ -224,18 +225,18 @@ def test_the_manifest_records_vllm_and_the_cuda_driver(monkeypatch):
         runner.installed_version("vllm") == "0.32.0" and runner.installed_version("torch") is None
     )
     monkeypatch.setitem(sys.modules, "pynvml", None)  # not installed: nvidia-smi answers
-    monkeypatch.setattr(runner.shutil, "which", lambda name: f"/usr/bin/{name}")
+    monkeypatch.setattr(device.shutil, "which", lambda name: f"/usr/bin/{name}")
     asked = []
 
     def smi(cmd, **kw):
         asked.append(cmd)
         return subprocess.CompletedProcess(cmd, 0, stdout="580.95.05\n580.95.05\n")
 
-    monkeypatch.setattr(runner.subprocess, "run", smi)
-    assert runner.cuda_driver() == "580.95.05"
+    monkeypatch.setattr(device.subprocess, "run", smi)
+    assert device.cuda_driver() == "580.95.05"
     assert asked == [["/usr/bin/nvidia-smi", "--query-gpu=driver_version", "--format=csv,noheader"]]
-    monkeypatch.setattr(runner.shutil, "which", lambda name: None)
-    assert runner.cuda_driver() is None
+    monkeypatch.setattr(device.shutil, "which", lambda name: None)
+    assert device.cuda_driver() is None
 
 
 def test_the_manifest_says_which_base_adapters_are_trained_and_sampled_on():
@@ -260,7 +261,7 @@ def test_the_manifest_names_gpus_without_touching_cuda(monkeypatch):
 
     for name in ("get_device_name", "get_device_properties", "device_count", "init"):
         monkeypatch.setattr(torch.cuda, name, no_cuda)
-    monkeypatch.setattr(runner.shutil, "which", lambda name: f"/usr/bin/{name}")
+    monkeypatch.setattr(device.shutil, "which", lambda name: f"/usr/bin/{name}")
     monkeypatch.setitem(sys.modules, "pynvml", None)
     answers = {"name": "NVIDIA H200\nNVIDIA H200\n", "driver_version": "580.95.05\n"}
 
@@ -268,7 +269,7 @@ def test_the_manifest_names_gpus_without_touching_cuda(monkeypatch):
         field = cmd[1].removeprefix("--query-gpu=")
         return subprocess.CompletedProcess(cmd, 0, stdout=answers[field])
 
-    monkeypatch.setattr(runner.subprocess, "run", smi)
+    monkeypatch.setattr(device.subprocess, "run", smi)
     hardware = runner._hardware()
     assert hardware["gpus"] == ["NVIDIA H200", "NVIDIA H200"]
     assert hardware["cuda_driver"] == "580.95.05"

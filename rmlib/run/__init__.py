@@ -7,14 +7,17 @@ names now live in rmlib.workbook.execute, and importing one from here says so.
 """
 
 _RUNNER_NAMES = (
-    "LIBRARIES", "DISTRIBUTIONS", "OOM_SIGNS", "GPU_MEMORY_LEEWAY", "NotebookFailed", "Interrupted",
-    "results_params", "params_hash", "manifest", "installed_version", "cuda_driver",
-    "NotebookResult", "execute", "oom_hint", "check_device", "check_gpu_class", "visible_gpus",
+    "LIBRARIES", "DISTRIBUTIONS", "OOM_SIGNS", "NotebookFailed", "Interrupted", "results_params",
+    "params_hash", "manifest", "installed_version", "NotebookResult", "execute", "oom_hint",
     "notebook_source", "preflight", "check_trl_keys", "check_api_key", "library_hash",
     "point_name", "sweep",
 )  # fmt: skip
+_DEVICE_NAMES = (
+    "GPU_MEMORY_LEEWAY", "check_device", "check_gpu_class", "visible_gpus", "cuda_driver",
+)  # fmt: skip
 _MOVED_NAMES: dict[str, str] = {
     **dict.fromkeys(_RUNNER_NAMES, "rmlib.workbook.execute"),
+    **dict.fromkeys(_DEVICE_NAMES, "rmlib.workbook.device"),
     **dict.fromkeys(("holding", "hold_until_exit", "RunFolderBusy", "LOCK_FILE"), "rmlib.run.lock"),
     **dict.fromkeys(("MEMORY_SETTINGS", "NOT_RESULTS"), "rmlib.config"),
 }

@@ -14,7 +14,6 @@ import json
 import logging
 import os
 import platform
-import shutil
 import signal
 import subprocess
 import sys
@@ -33,6 +32,7 @@ from rmlib.config import NOT_RESULTS, project_root
 from rmlib.run.config import RunConfig, load_config, sweep_points
 from rmlib.run.folder import RunFolder
 from rmlib.run.lock import holding
+from rmlib.workbook.device import check_device, check_gpu_class, cuda_driver, nvidia_smi
 
 log = logging.getLogger("rmlib.workbook.execute")
 
@@ -156,7 +156,7 @@ def _hardware() -> dict[str, Any]:
 
     # the GPUs by nvidia-smi, not torch.cuda: the runner's process never touches CUDA (a context
     # here would hold memory on the card for the whole run while the kernels train beside it)
-    gpus = _nvidia_smi("name")
+    gpus = nvidia_smi("name")
     return {
         "platform": platform.platform(),
         "cpu_count": os.cpu_count(),
@@ -165,40 +165,6 @@ def _hardware() -> dict[str, Any]:
         "cuda_runtime": torch.version.cuda,  # the CUDA torch was built for; None: CPU build
         "cuda_driver": cuda_driver() if gpus else None,
     }
-
-
-def cuda_driver() -> str | None:
-    """The NVIDIA driver's version: from NVML (pynvml) if installed, else `nvidia-smi`; None
-    when neither answers."""
-    try:
-        import pynvml
-
-        pynvml.nvmlInit()
-        version = pynvml.nvmlSystemGetDriverVersion()
-        return version.decode() if isinstance(version, bytes) else str(version)
-    except Exception:  # not installed, or no driver it can load: ask nvidia-smi
-        pass
-    versions = _nvidia_smi("driver_version")
-    return versions[0] if versions else None
-
-
-def _nvidia_smi(field: str, *extra: str) -> list[str]:
-    """One `nvidia-smi --query-gpu` field (or several, comma-separated), a line a GPU ([] without
-    nvidia-smi or a driver); `extra`: more arguments (--id=...)."""
-    smi = shutil.which("nvidia-smi")
-    if smi is None:
-        return []
-    try:
-        out = subprocess.run(
-            [smi, f"--query-gpu={field}", "--format=csv,noheader", *extra],
-            capture_output=True,
-            text=True,
-            timeout=30,
-            check=True,
-        ).stdout
-    except (OSError, subprocess.SubprocessError):
-        return []
-    return [line.strip() for line in out.strip().splitlines() if line.strip()]
 
 
 @dataclass
@@ -388,85 +354,6 @@ def _kernel_manager() -> type:
             await super().shutdown_kernel(now=now or _INTERRUPTED.is_set(), restart=restart)
 
     return KernelManager
-
-
-def check_device(cfg: RunConfig, cuda: bool | None = None) -> None:
-    """Refuse, before any work, a real backbone on a machine with no CUDA device.
-
-    Without this a Qwen3-4B profile on a laptop silently starts a weeks-long CPU run. The
-    embedded models are made for the CPU; `model.allow_cpu: true` lets any other run there.
-    """
-    from rmlib.config import ConfigError
-
-    backbone = cfg.model.backbone
-    if backbone.startswith("embedded:") or cfg.model.allow_cpu:
-        return
-    if cuda is None:
-        import torch
-
-        cuda = torch.cuda.is_available()
-    if not cuda:
-        raise ConfigError(
-            f"{cfg.source}: model.backbone {backbone!r} needs a CUDA device and none is visible; "
-            "set model.allow_cpu: true to run it on the CPU anyway (slow)"
-        )
-
-
-# A card may report a little less than its class's usable memory (driver, ECC): 2 % leeway.
-GPU_MEMORY_LEEWAY = 0.98
-
-
-def check_gpu_class(cfg: RunConfig, cards: list[tuple[str, float]] | None = None) -> None:
-    """Refuse, before any work, fewer visible GPUs than run.gpus, or a card smaller than the
-    profile's run.gpu_class: its memory
-    settings were sized for that class and would run out of memory hours in. A larger card or
-    another class of the same memory runs, with one warning line. Skipped when run.gpu_class is
-    None or no GPU is visible (check_device rules the CPU). `cards`: (name, GiB) per GPU the run
-    uses; None asks nvidia-smi (the runner never opens a CUDA context)."""
-    from rmlib.config import ConfigError
-    from rmlib.workbook.plan.facts import class_of_device, gpu_class
-
-    cards = visible_gpus() if cards is None else cards
-    if cards and len(cards) < cfg.run.gpus:  # 03's accelerate launch would fail hours in
-        raise ConfigError(
-            f"{cfg.source}: run.gpus is {cfg.run.gpus} but {len(cards)} GPU(s) are visible "
-            f"({', '.join(name for name, _ in cards)}): set run.gpus to {len(cards)} or less"
-        )
-    if cfg.run.gpu_class is None:
-        return
-    want = gpu_class(cfg.run.gpu_class)
-    for index, (name, gib) in enumerate(cards[: cfg.run.gpus]):
-        found = class_of_device(name) or "no known class"
-        if gib < want.memory_gib * GPU_MEMORY_LEEWAY:
-            raise ConfigError(
-                f"{cfg.source}: run.gpu_class is {want.name} ({want.memory_gib:g} GiB) but GPU "
-                f"{index} is {name} ({gib:.1f} GiB, {found}): the profile's memory settings "
-                "would run out of memory; lower them and set run.gpu_class to this card's class "
-                "(--set run.gpu_class=null skips this check)"
-            )
-        if found != want.name:
-            log.warning(
-                "run.gpu_class is %s but GPU %d is %s (%.1f GiB, %s): it has the memory; the "
-                "dry run's hours were for %s",
-                want.name, index, name, gib, found, want.name,
-            )
-
-
-def visible_gpus() -> list[tuple[str, float]]:
-    """(name, memory in GiB) of each GPU this process may use, by nvidia-smi (CUDA_VISIBLE_DEVICES
-    honoured); [] without a GPU."""
-    ids = os.environ.get("CUDA_VISIBLE_DEVICES")
-    if ids is not None and not ids.strip():
-        return []  # an empty CUDA_VISIBLE_DEVICES hides every GPU
-    extra = [f"--id={ids.strip()}"] if ids else []
-    out = []
-    for line in _nvidia_smi("name,memory.total", *extra):
-        name, _, mib = line.rpartition(",")
-        try:
-            out.append((name.strip(), float(mib.split()[0]) / 1024))
-        except (ValueError, IndexError):
-            continue  # "[N/A]" or an odd line: not a card we can size
-    return out
 
 
 def notebook_source(name: str) -> Path:
