@@ -143,6 +143,19 @@ def modes(gaps: list[list[float]], clip_max: float, clip_min: float | None) -> d
     }
 
 
+def summary(gaps: list[list[float]], args: argparse.Namespace) -> dict[str, Any]:
+    flat = [d for g in gaps for d in g]
+    mean = sum(flat) / len(flat)
+    return {
+        "completions": len(gaps),
+        "token_gap_mean": round(mean, 5),
+        "token_gap_sd": round(math.sqrt(sum((d - mean) ** 2 for d in flat) / len(flat)), 5),
+        "token_gap_abs_mean": round(sum(map(abs, flat)) / len(flat), 5),
+        "sequence_log_ratio": quantiles([sum(g) for g in gaps]),
+        **modes(gaps, args.clip_max, args.clip_min),
+    }
+
+
 def quantiles(values: list[float]) -> dict[str, float]:
     s = sorted(values)
     pick = lambda q: s[min(len(s) - 1, int(q * len(s)))]  # noqa: E731
@@ -170,26 +183,19 @@ def main(argv: list[str] | None = None) -> int:
             samples[length] = sample(path, adapter, ids, length, args.seed)
             print(f"sampled {len(ids)} x {length} tokens in {time.time() - t0:.0f} s", flush=True)
         rv.shutdown()
-        learner, _ = load_backbone(SMOLLM2, precision="nf4", adapter=str(adapter))
-        for length, done in samples.items():
-            t0 = time.time()
-            gaps = []
-            for prompt, (completion, sampled) in zip(ids, done, strict=True):
-                mine = learner_logprobs(learner, prompt, completion)
-                gaps.append([a - b for a, b in zip(mine, sampled, strict=True)])
-            flat = [d for g in gaps for d in g]
-            mean = sum(flat) / len(flat)
-            sd = math.sqrt(sum((d - mean) ** 2 for d in flat) / len(flat))
-            results["lengths"][length] = {
-                "completions": len(gaps),
-                "token_gap_mean": round(mean, 5),
-                "token_gap_sd": round(sd, 5),
-                "token_gap_abs_mean": round(sum(map(abs, flat)) / len(flat), 5),
-                "sequence_log_ratio": quantiles([sum(g) for g in gaps]),
-                "sequence_ratio": quantiles([math.exp(min(sum(g), 700.0)) for g in gaps]),
-                **modes(gaps, args.clip_max, args.clip_min),
-            }
-            print(f"{length}: learner pass {time.time() - t0:.0f} s", flush=True)
+        # nf4: the QLoRA learner; fp32: the control (the same weights as the sampler's, so its
+        # gap is the engines' numerical floor, and any gap above it is the quantization's)
+        for precision in ("fp32", "nf4"):
+            learner, _ = load_backbone(SMOLLM2, precision=precision, adapter=str(adapter))
+            for length, done in samples.items():
+                t0 = time.time()
+                gaps = []
+                for prompt, (completion, sampled) in zip(ids, done, strict=True):
+                    mine = learner_logprobs(learner, prompt, completion)
+                    gaps.append([a - b for a, b in zip(mine, sampled, strict=True)])
+                results["lengths"].setdefault(length, {})[precision] = summary(gaps, args)
+                print(f"{precision} {length}: learner pass {time.time() - t0:.0f} s", flush=True)
+            del learner
     print(json.dumps(results, indent=2))
     if args.output:
         Path(args.output).write_text(json.dumps(results, indent=2))
