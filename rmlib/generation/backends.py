@@ -105,6 +105,24 @@ def engine_settings(
     )
 
 
+def vllm_engine_settings(gen: GenerationSection, weights: Weights, needs: Needs) -> Any:
+    """The vLLM engine that serves `weights` (merged, or with LoRA at `needs.lora_rank`, else at
+    the adapter's own rank): the in-process backend's and `rmlib serve --checkpoint`'s alike.
+    Merges the adapter when the adapter mode merges (once: `merged_checkpoint`)."""
+    from rmlib.generation.vllm import adapter_rank
+
+    assert weights.precision is not None and needs.context_tokens is not None
+    path, lora = vllm_weights(gen, weights)
+    return engine_settings(
+        gen,
+        model=path,
+        precision=weights.precision,
+        max_model_len=needs.context_tokens,
+        seed=needs.seed,
+        lora_rank=needs.lora_rank or (adapter_rank(lora) if lora else None),
+    )
+
+
 def vllm_weights(gen: GenerationSection, weights: Weights) -> tuple[str, str | None]:
     """(checkpoint folder a vLLM engine loads, adapter it serves by LoRA or None): with an
     adapter in 'merged' mode (adapter_mode), the merge, made once (`merged_checkpoint`)."""
@@ -217,27 +235,15 @@ def _hf(gen: GenerationSection, weights: Weights, needs: Needs) -> tuple[Any, An
 @register("vllm", who="vLLM's engine in this process")
 def _vllm(gen: GenerationSection, weights: Weights, needs: Needs) -> tuple[Any, Any]:
     from rmlib.generation.models import load_tokenizer, resolve_model
-    from rmlib.generation.vllm import VLLMBackend, adapter_rank, checkpoint_stop_ids, engine
+    from rmlib.generation.vllm import VLLMBackend, checkpoint_stop_ids, engine
 
     assert weights.precision is not None and needs.context_tokens is not None
     merged = weights.adapter is not None and adapter_mode(gen) == "merged"
     tokenizer = load_tokenizer(weights.checkpoint, trust_remote_code=weights.trust_remote_code)
 
-    def start() -> Any:  # settings (and a merge) on the first sample the store cannot answer
-        path, lora = vllm_weights(gen, weights)
-        rank = needs.lora_rank or (adapter_rank(lora) if lora else None)
-        settings = engine_settings(
-            gen,
-            model=path,
-            precision=str(weights.precision),
-            max_model_len=int(needs.context_tokens),  # type: ignore[arg-type]
-            seed=needs.seed,
-            lora_rank=rank,
-        )
-        return engine(settings)
-
     backend = VLLMBackend(
-        start,
+        # settings (and a merge) on the first sample the store cannot answer
+        lambda: engine(vllm_engine_settings(gen, weights, needs)),
         tokenizer,
         # its own samples: vLLM's RNG and kernels are not the transformers loop's, and a merged
         # model's numerics are not base + LoRA's

@@ -29,12 +29,6 @@ class ModelRef:
     adapter: str | None
     precision: str
 
-    @property
-    def identity(self) -> str:
-        from rmlib.generation.models import model_identity
-
-        return model_identity(self.path, precision=self.precision, adapter=self.adapter)
-
 
 def base_path(cfg: RunConfig, run: RunFolder) -> str:
     """The base model: the warmed-up checkpoint when the profile has a warm-up, else backbone."""
@@ -96,7 +90,7 @@ def backend(cfg: RunConfig, run: RunFolder, ref: ModelRef, *, with_adapters: boo
         lora_rank=_lora_rank(cfg, with_adapters or ref.adapter is not None),
         servers=lambda: servers.running(
             run_spec(cfg, run),
-            cfg.run.gpus,
+            server_count(cfg),
             run.path / "serve",
             cfg.generation.serve_start_timeout,
         ),

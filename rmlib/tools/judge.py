@@ -29,8 +29,7 @@ import pandas as pd
 from rmlib.config import PARAMS, ConfigError, build_section, doc, set_dotted
 from rmlib.data._io import Row, collect, read_file, user
 from rmlib.data.pair import LoadResult, OnError, Pair
-from rmlib.generation.backends import build_backend, vllm_weights
-from rmlib.generation.backends import engine_settings as gb_engine_settings
+from rmlib.generation.backends import build_backend, vllm_engine_settings
 from rmlib.generation.registry import Needs, Weights
 from rmlib.generation.settings import GenerationSection, ModelSection
 from rmlib.judge.settings import PromptSection
@@ -237,18 +236,8 @@ def engine_settings(cfg: JudgeConfig, *, max_model_len: int | None = None) -> An
     `rmlib serve --checkpoint` (rmlib.tools.serve.checkpoint_spec), from the one builder's rules
     (rmlib.generation.backends: its weights, merged or by LoRA, and its fields), so the two
     engines cannot drift. max_model_len: None = what this call needs (cfg.context_tokens())."""
-    from rmlib.generation.vllm import adapter_rank
-
-    w = judge_weights(cfg)
-    path, lora = vllm_weights(cfg.generation, w)
-    return gb_engine_settings(
-        cfg.generation,
-        model=path,
-        precision=str(w.precision),
-        max_model_len=max_model_len or cfg.context_tokens(),
-        seed=cfg.inference.seed,
-        lora_rank=None if lora is None else adapter_rank(lora),
-    )
+    needs = Needs(context_tokens=max_model_len or cfg.context_tokens(), seed=cfg.inference.seed)
+    return vllm_engine_settings(cfg.generation, judge_weights(cfg), needs)
 
 
 # ---------------------------------------------------------------- judging
