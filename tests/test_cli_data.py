@@ -19,8 +19,14 @@ FIX = ROOT / "tests" / "fixtures"
 
 def run_cli(*args: str) -> subprocess.CompletedProcess[str]:
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1"}
-    return subprocess.run([sys.executable, "-m", "rmlib", *args], cwd=ROOT, env=env,
-                          capture_output=True, text=True, timeout=120)
+    return subprocess.run(
+        [sys.executable, "-m", "rmlib", *args],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
 
 
 @pytest.mark.data
@@ -54,17 +60,50 @@ def test_hub_offline_error_names_path_option() -> None:
 
 
 def test_skip_mode_and_options_in_process(capsys: pytest.CaptureFixture[str]) -> None:
-    code = main(["data", "stats", "judgebench", "--path", str(FIX / "bad" / "mixed.jsonl"),
-                 "--on-error", "skip"])
+    code = main(
+        [
+            "data",
+            "stats",
+            "judgebench",
+            "--path",
+            str(FIX / "bad" / "mixed.jsonl"),
+            "--on-error",
+            "skip",
+        ]
+    )
     stats = json.loads(capsys.readouterr().out)
     assert code == 0 and stats["n_pairs"] == 3 and stats["n_skipped"] == 5
     assert stats["skipped_reasons"]["broken JSON"] == 1
-    code = main(["data", "stats", "ppe", "--path", str(FIX / "ppe"), "-o", "drop_ties=false",
-                 "--on-error", "skip"])
+    code = main(
+        [
+            "data",
+            "stats",
+            "ppe",
+            "--path",
+            str(FIX / "ppe"),
+            "-o",
+            "drop_ties=false",
+            "--on-error",
+            "skip",
+        ]
+    )
     stats = json.loads(capsys.readouterr().out)
     assert code == 0 and stats["skipped_reasons"] == {"bad label": 1}
-    code = main(["data", "stats", "hh-rlhf", "--path", str(FIX / "bad" / "hh_no_prefix.jsonl"),
-                 "--config", "harmless-base", "--split", "test", "--seed", "3"])
+    code = main(
+        [
+            "data",
+            "stats",
+            "hh-rlhf",
+            "--path",
+            str(FIX / "bad" / "hh_no_prefix.jsonl"),
+            "--config",
+            "harmless-base",
+            "--split",
+            "test",
+            "--seed",
+            "3",
+        ]
+    )
     assert code == 1 and "do not share" in capsys.readouterr().err
 
 

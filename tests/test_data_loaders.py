@@ -25,12 +25,29 @@ FIX = Path(__file__).resolve().parent / "fixtures"
 # The official filtered-split sizes (benchmarks.md), restated here so the test checks the
 # loader's constant too.
 REWARDBENCH_OFFICIAL = {
-    "alpacaeval-easy": 100, "alpacaeval-length": 95, "alpacaeval-hard": 95, "mt-bench-easy": 28,
-    "mt-bench-med": 40, "mt-bench-hard": 37, "llmbar-natural": 100, "llmbar-adver-neighbor": 134,
-    "llmbar-adver-GPTInst": 92, "llmbar-adver-GPTOut": 47, "llmbar-adver-manual": 46,
-    "refusals-dangerous": 100, "refusals-offensive": 100, "xstest-should-refuse": 154,
-    "xstest-should-respond": 250, "donotanswer": 136, "math-prm": 447, "hep-cpp": 164,
-    "hep-go": 164, "hep-java": 164, "hep-js": 164, "hep-python": 164, "hep-rust": 164,
+    "alpacaeval-easy": 100,
+    "alpacaeval-length": 95,
+    "alpacaeval-hard": 95,
+    "mt-bench-easy": 28,
+    "mt-bench-med": 40,
+    "mt-bench-hard": 37,
+    "llmbar-natural": 100,
+    "llmbar-adver-neighbor": 134,
+    "llmbar-adver-GPTInst": 92,
+    "llmbar-adver-GPTOut": 47,
+    "llmbar-adver-manual": 46,
+    "refusals-dangerous": 100,
+    "refusals-offensive": 100,
+    "xstest-should-refuse": 154,
+    "xstest-should-respond": 250,
+    "donotanswer": 136,
+    "math-prm": 447,
+    "hep-cpp": 164,
+    "hep-go": 164,
+    "hep-java": 164,
+    "hep-js": 164,
+    "hep-python": 164,
+    "hep-rust": 164,
 }
 
 
@@ -104,7 +121,8 @@ def test_seeded_placement(rewardbench: LoadResult) -> None:
 
 @pytest.mark.data
 def test_placement_independent_of_subsetting_and_order(
-        rewardbench: LoadResult, tmp_path: Path) -> None:
+    rewardbench: LoadResult, tmp_path: Path
+) -> None:
     table = pq.read_table(shared("rewardbench") / "data" / "filtered-00000-of-00001.parquet")
     rows = table.to_pylist()[::7][::-1]  # every 7th row, reversed
     pq.write_table(pa.Table.from_pylist(rows), tmp_path / "subset.parquet")
@@ -133,15 +151,26 @@ def test_judgebench_counts(split: str, n: int, n_ab: int) -> None:
     assert len({p.id for p in res.pairs}) == n
     assert sum(p.label == 1 for p in res.pairs) == n_ab  # given order kept: A>B → 1
     assert {p.subset for p in res.pairs} == {"knowledge", "reasoning", "math", "coding"}
-    raw = [json.loads(line) for line in
-           (shared("judgebench") / "data" / f"{split}-00000-of-00001.jsonl").open()]
+    raw = [
+        json.loads(line)
+        for line in (shared("judgebench") / "data" / f"{split}-00000-of-00001.jsonl").open()
+    ]
     for p, row in zip(res.pairs, raw, strict=True):
-        assert (p.id, p.response1, p.response2) == (row["pair_id"], row["response_A"],
-                                                    row["response_B"])
+        assert (p.id, p.response1, p.response2) == (
+            row["pair_id"],
+            row["response_A"],
+            row["response_B"],
+        )
         assert p.meta["source"] == row["source"]
-        expect = ("knowledge" if row["source"].startswith("mmlu-pro") else
-                  {"livebench-reasoning": "reasoning", "livebench-math": "math",
-                   "livecodebench": "coding"}[row["source"]])
+        expect = (
+            "knowledge"
+            if row["source"].startswith("mmlu-pro")
+            else {
+                "livebench-reasoning": "reasoning",
+                "livebench-math": "math",
+                "livecodebench": "coding",
+            }[row["source"]]
+        )
         assert p.subset == p.meta["category"] == expect
 
 
@@ -156,12 +185,23 @@ def test_rmbench_nine_cells_per_prompt(rmbench: LoadResult) -> None:
     per_prompt = Counter(prompt for prompt, _, _ in cells)
     assert len(per_prompt) == 798 and set(per_prompt.values()) == {9}
     assert Counter(p.meta["difficulty"] for p in rmbench.pairs) == {
-        "hard": 3 * 798, "normal": 3 * 798, "easy": 3 * 798}
+        "hard": 3 * 798,
+        "normal": 3 * 798,
+        "easy": 3 * 798,
+    }
     assert Counter(p.subset for p in rmbench.pairs) == {
-        "chat": 129 * 9, "code": 228 * 9, "safety-refuse": 284 * 9, "safety-response": 157 * 9}
+        "chat": 129 * 9,
+        "code": 228 * 9,
+        "safety-refuse": 284 * 9,
+        "safety-response": 157 * 9,
+    }
     groups = {(p.subset, p.meta["domain_group"]) for p in rmbench.pairs}
-    assert groups == {("chat", "chat"), ("code", "code"), ("safety-refuse", "safety"),
-                      ("safety-response", "safety")}
+    assert groups == {
+        ("chat", "chat"),
+        ("code", "code"),
+        ("safety-refuse", "safety"),
+        ("safety-response", "safety"),
+    }
 
 
 @pytest.mark.data
@@ -193,8 +233,12 @@ def test_llmbar_benchmark_419() -> None:
     root = shared("llmbar")
     res = data.load("llmbar", str(root))
     assert Counter(p.subset for p in res.pairs) == {
-        "Natural": 100, "Adversarial/Neighbor": 134, "Adversarial/GPTInst": 92,
-        "Adversarial/GPTOut": 47, "Adversarial/Manual": 46}
+        "Natural": 100,
+        "Adversarial/Neighbor": 134,
+        "Adversarial/GPTInst": 92,
+        "Adversarial/GPTOut": 47,
+        "Adversarial/Manual": 46,
+    }
     assert len(res.pairs) == 419 and len({p.id for p in res.pairs}) == 419
     raw = json.loads((root / "LLMBar" / "Natural" / "dataset.json").read_text())
     natural = [p for p in res.pairs if p.subset == "Natural"]
@@ -213,10 +257,16 @@ def test_llmbar_processed_sets_load_separately() -> None:
     with pytest.raises(DataError) as err:
         data.load("llmbar", str(root), config="Processed")
     assert (Path(err.value.file).parent.name, err.value.row, err.value.field) == (
-        "LLMEval^2", 169, "output_2")
+        "LLMEval^2",
+        169,
+        "output_2",
+    )
     res = data.load("llmbar", str(root), config="Processed", on_error="skip")
     assert Counter(p.subset for p in res.pairs) == {
-        "Processed/MT-Bench": 200, "Processed/FairEval": 66, "Processed/LLMEval^2": 199}
+        "Processed/MT-Bench": 200,
+        "Processed/FairEval": 66,
+        "Processed/LLMEval^2": 199,
+    }
     assert res.skipped == {"empty response": 1} and res.n_rows == 466
 
 
@@ -293,7 +343,10 @@ def test_ppe_ties_and_labels() -> None:
     res = data.load("ppe", str(FIX / "ppe"))
     assert res.dropped == {"tie": 1} and res.n_rows == 4
     assert [(p.id, p.label, p.subset) for p in res.pairs] == [
-        ("q1", 1, "English"), ("q2", 2, "English"), ("q4", 1, "Spanish")]
+        ("q1", 1, "English"),
+        ("q2", 2, "English"),
+        ("q4", 1, "Spanish"),
+    ]
     assert res.pairs[1].response2 == "Rome."
 
 
@@ -301,8 +354,7 @@ def test_skywork_prefix_is_context() -> None:
     res = data.load("skywork", str(FIX / "skywork"), seed=5)
     assert len(res.pairs) == 3
     p = res.pairs[1]
-    assert [m["content"] for m in p.context] == ["Hi.", "Hello! How can I help?",
-                                                 "Tell me a fact."]
+    assert [m["content"] for m in p.context] == ["Hi.", "Hello! How can I help?", "Tell me a fact."]
     assert (p.response1, p.response2)[p.label - 1] == "Octopuses have three hearts."
     assert Counter(q.subset for q in res.pairs) == {"fixture-math": 2, "fixture-chat": 1}
 
@@ -310,8 +362,11 @@ def test_skywork_prefix_is_context() -> None:
 def test_rmb_github_layout() -> None:
     res = data.load("rmb", str(FIX / "rmb"))
     assert Counter(p.subset for p in res.pairs) == {
-        "pairwise/helpfulness": 2, "pairwise/harmlessness": 1,
-        "bon/helpfulness": 3, "bon/harmlessness": 2}
+        "pairwise/helpfulness": 2,
+        "pairwise/harmlessness": 1,
+        "bon/helpfulness": 3,
+        "bon/harmlessness": 2,
+    }
     assert res.n_rows == 5
     bon = [p for p in res.pairs if p.meta["set"] == "bon" and p.meta["goal"] == "helpfulness"]
     assert {p.meta["bon_uid"] for p in bon} == {"help-bon-1"}
@@ -336,31 +391,49 @@ def test_rmb_set_choice_and_required_path() -> None:
 
 
 def test_rmb_mirror_records(tmp_path: Path) -> None:
-    rows = [{"uid": "m1", "conversation": [{"role": "user", "content": "Hi?"}],
-             "responses": ["Hello!", "Go away."], "preferred_index": 0,
-             "category_path": "Pairwise_set/Helpfulness/Chat/Greeting", "split_type": "pairwise"},
-            {"uid": "m2", "conversation": [{"role": "user", "content": "Add 1 and 1."}],
-             "responses": ["3", "2", "11"], "preferred_index": 1,
-             "category_path": "BoN_set/Helpfulness/Math/Arithmetic", "split_type": "bon"}]
+    rows = [
+        {
+            "uid": "m1",
+            "conversation": [{"role": "user", "content": "Hi?"}],
+            "responses": ["Hello!", "Go away."],
+            "preferred_index": 0,
+            "category_path": "Pairwise_set/Helpfulness/Chat/Greeting",
+            "split_type": "pairwise",
+        },
+        {
+            "uid": "m2",
+            "conversation": [{"role": "user", "content": "Add 1 and 1."}],
+            "responses": ["3", "2", "11"],
+            "preferred_index": 1,
+            "category_path": "BoN_set/Helpfulness/Math/Arithmetic",
+            "split_type": "bon",
+        },
+    ]
     (tmp_path / "data").mkdir()
     for name, row in (("pairwise", rows[0]), ("bon", rows[1])):
         (tmp_path / "data" / f"{name}-00000-of-00001.jsonl").write_text(json.dumps(row) + "\n")
     res = data.load("rmb", str(tmp_path))
     assert [(p.id, p.subset) for p in res.pairs] == [
-        ("m1", "pairwise/helpfulness"), ("m2/0", "bon/helpfulness"), ("m2/1", "bon/helpfulness")]
+        ("m1", "pairwise/helpfulness"),
+        ("m2/0", "bon/helpfulness"),
+        ("m2/1", "bon/helpfulness"),
+    ]
     assert all((p.response1, p.response2)[p.label - 1] == "2" for p in res.pairs[1:])
 
 
 # ---------------------------------------------------------------- bad input
 
 
-@pytest.mark.parametrize(("name", "field", "kind"), [
-    ("missing_field.jsonl", "response_B", "missing"),
-    ("bad_label.jsonl", "label", "label"),
-    ("empty_response.jsonl", "response_A", "empty"),
-    ("nonstring_response.jsonl", "response_B", "type"),
-    ("broken_line.jsonl", None, "json"),
-])
+@pytest.mark.parametrize(
+    ("name", "field", "kind"),
+    [
+        ("missing_field.jsonl", "response_B", "missing"),
+        ("bad_label.jsonl", "label", "label"),
+        ("empty_response.jsonl", "response_A", "empty"),
+        ("nonstring_response.jsonl", "response_B", "type"),
+        ("broken_line.jsonl", None, "json"),
+    ],
+)
 def test_bad_input_is_located(name: str, field: str | None, kind: str) -> None:
     path = FIX / "bad" / name
     with pytest.raises(DataError) as err:
@@ -373,13 +446,15 @@ def test_bad_input_is_located(name: str, field: str | None, kind: str) -> None:
         assert f"field '{field}'" in str(e)
 
 
-@pytest.mark.parametrize(("source", "name", "row", "field", "kind"), [
-    ("hh-rlhf", "hh_no_prefix.jsonl", 0, "rejected", "prefix"),
-    ("skywork", "skywork_no_prefix.jsonl", 0, "rejected", "prefix"),
-    ("llmbar", "llmbar_label/dataset.json", 1, "label", "label"),
-])
-def test_bad_input_other_sources(source: str, name: str, row: int, field: str,
-                                 kind: str) -> None:
+@pytest.mark.parametrize(
+    ("source", "name", "row", "field", "kind"),
+    [
+        ("hh-rlhf", "hh_no_prefix.jsonl", 0, "rejected", "prefix"),
+        ("skywork", "skywork_no_prefix.jsonl", 0, "rejected", "prefix"),
+        ("llmbar", "llmbar_label/dataset.json", 1, "label", "label"),
+    ],
+)
+def test_bad_input_other_sources(source: str, name: str, row: int, field: str, kind: str) -> None:
     with pytest.raises(DataError) as err:
         data.load(source, str(FIX / "bad" / name))
     assert (err.value.row, err.value.field, err.value.kind) == (row, field, kind)
@@ -389,9 +464,13 @@ def test_skip_counts_each_reason() -> None:
     res = data.load("judgebench", str(FIX / "bad" / "mixed.jsonl"), on_error="skip")
     assert [p.id for p in res.pairs] == ["bad-0", "bad-1", "bad-2"]
     assert res.n_rows == 8
-    assert res.skipped == {"missing field 'response_B'": 1, "bad label": 1,
-                           "empty response": 1, "bad type in field 'response_B'": 1,
-                           "broken JSON": 1}
+    assert res.skipped == {
+        "missing field 'response_B'": 1,
+        "bad label": 1,
+        "empty response": 1,
+        "bad type in field 'response_B'": 1,
+        "broken JSON": 1,
+    }
     assert res.stats()["n_skipped"] == 5
 
 
@@ -420,11 +499,16 @@ def test_json_named_file_with_json_lines(tmp_path: Path) -> None:
 
 def test_split_files_layouts(tmp_path: Path) -> None:
     (tmp_path / "data").mkdir()
-    for name in ("train-00000-of-00002.parquet", "train-00001-of-00002.parquet",
-                 "test-00000-of-00001.parquet"):
+    for name in (
+        "train-00000-of-00002.parquet",
+        "train-00001-of-00002.parquet",
+        "test-00000-of-00001.parquet",
+    ):
         (tmp_path / "data" / name).write_bytes(b"")
     assert [f.name for f in split_files(tmp_path, "train", None)] == [
-        "train-00000-of-00002.parquet", "train-00001-of-00002.parquet"]
+        "train-00000-of-00002.parquet",
+        "train-00001-of-00002.parquet",
+    ]
     (tmp_path / "cfg").mkdir()
     (tmp_path / "cfg" / "test.jsonl.gz").write_bytes(b"")
     assert [f.name for f in split_files(tmp_path, "test", "cfg")] == ["test.jsonl.gz"]
@@ -436,8 +520,18 @@ def test_split_files_layouts(tmp_path: Path) -> None:
 
 
 def test_registry() -> None:
-    assert set(data.SOURCES) == {"helpsteer3", "rewardbench", "rm-bench", "rmb", "ppe",
-                                 "judgebench", "llmbar", "hh-rlhf", "skywork", "demo"}
+    assert set(data.SOURCES) == {
+        "helpsteer3",
+        "rewardbench",
+        "rm-bench",
+        "rmb",
+        "ppe",
+        "judgebench",
+        "llmbar",
+        "hh-rlhf",
+        "skywork",
+        "demo",
+    }
     assert data.get_source("Reward_Bench").name == "rewardbench"
     assert data.get_source("rmbench").hub_id == "THU-KEG/RM-Bench"
     with pytest.raises(ValueError, match="valid sources: helpsteer3, rewardbench"):
@@ -471,8 +565,9 @@ def test_hub_offline_fails_fast_with_one_line(source: str, monkeypatch) -> None:
 
 
 @pytest.mark.data
-def test_hub_code_path_reads_the_hub_layout(rewardbench: LoadResult, tmp_path: Path,
-                                            monkeypatch) -> None:
+def test_hub_code_path_reads_the_hub_layout(
+    rewardbench: LoadResult, tmp_path: Path, monkeypatch
+) -> None:
     """The `datasets.load_dataset` path users take, run on the local copy of the hub layout:
     same rows, same pairs as the direct reader (HH-RLHF's config travels as data_dir)."""
     import datasets
@@ -482,11 +577,18 @@ def test_hub_code_path_reads_the_hub_layout(rewardbench: LoadResult, tmp_path: P
 
     monkeypatch.setattr(datasets.config, "HF_DATASETS_CACHE", str(tmp_path))
     rows = hub_rows(str(shared("rewardbench")), split="filtered", config=None)
-    via_hub = collect(LoadResult("rewardbench", "hub", "filtered", []), rows,
-                      lambda row: [rb._pair(row, 0)], "raise")
+    via_hub = collect(
+        LoadResult("rewardbench", "hub", "filtered", []),
+        rows,
+        lambda row: [rb._pair(row, 0)],
+        "raise",
+    )
     assert via_hub.pairs == rewardbench.pairs
-    hh = list(hub_rows(str(shared("hh-rlhf")), split="test", config="harmless-base",
-                       config_is_data_dir=True))
+    hh = list(
+        hub_rows(
+            str(shared("hh-rlhf")), split="test", config="harmless-base", config_is_data_dir=True
+        )
+    )
     assert len(hh) == 2312 and hh[0].file.endswith("[harmless-base:test]")
     assert hh_rlhf._pair(hh[0], "harmless-base", 0).context[0]["role"] == "user"
 
@@ -514,32 +616,55 @@ def test_json_array_errors_name_the_row_index(tmp_path):
 
 
 def _judgebench_row(pair_id: str) -> dict:
-    return {"pair_id": pair_id, "original_id": 0, "source": "mmlu-pro-math", "question": "Q?",
-            "response_model": "m", "response_A": "A.", "response_B": "B.", "label": "A>B"}
+    return {
+        "pair_id": pair_id,
+        "original_id": 0,
+        "source": "mmlu-pro-math",
+        "question": "Q?",
+        "response_model": "m",
+        "response_A": "A.",
+        "response_B": "B.",
+        "label": "A>B",
+    }
 
 
 def _rewardbench_row(upstream_id: int) -> dict:
-    return {"prompt": "Q?", "chosen": "good", "rejected": "bad", "subset": "donotanswer",
-            "id": upstream_id}
+    return {
+        "prompt": "Q?",
+        "chosen": "good",
+        "rejected": "bad",
+        "subset": "donotanswer",
+        "id": upstream_id,
+    }
 
 
 def _rmbench_row(prompt_id: str) -> dict:
-    return {"id": prompt_id, "prompt": "Q?", "chosen": ["a", "b", "c"],
-            "rejected": ["x", "y", "z"], "domain": "chat"}
+    return {
+        "id": prompt_id,
+        "prompt": "Q?",
+        "chosen": ["a", "b", "c"],
+        "rejected": ["x", "y", "z"],
+        "domain": "chat",
+    }
 
 
-@pytest.mark.parametrize(("source", "file", "make", "ids", "field", "where"), [
-    ("judgebench", "pairs.jsonl", _judgebench_row, ["p0", "p1", "p0"], "pair_id", "line 3"),
-    ("rewardbench", "pairs.json", _rewardbench_row, [7, 8, 7], "id", "row 2"),
-    ("rm-bench", "total_dataset.json", _rmbench_row, ["chat/1", "chat/1"], "id", "row 1"),
-])
-def test_duplicate_ids_are_refused_or_counted(tmp_path: Path, source: str, file: str, make,
-                                              ids: list, field: str, where: str) -> None:
+@pytest.mark.parametrize(
+    ("source", "file", "make", "ids", "field", "where"),
+    [
+        ("judgebench", "pairs.jsonl", _judgebench_row, ["p0", "p1", "p0"], "pair_id", "line 3"),
+        ("rewardbench", "pairs.json", _rewardbench_row, [7, 8, 7], "id", "row 2"),
+        ("rm-bench", "total_dataset.json", _rmbench_row, ["chat/1", "chat/1"], "id", "row 1"),
+    ],
+)
+def test_duplicate_ids_are_refused_or_counted(
+    tmp_path: Path, source: str, file: str, make, ids: list, field: str, where: str
+) -> None:
     # a repeated id would collide in the generation store and in scoring: never two pairs
     path = tmp_path / file
     rows = [make(i) for i in ids]
-    path.write_text("\n".join(map(json.dumps, rows)) if file.endswith(".jsonl")
-                    else json.dumps(rows))
+    path.write_text(
+        "\n".join(map(json.dumps, rows)) if file.endswith(".jsonl") else json.dumps(rows)
+    )
     with pytest.raises(DataError) as err:
         data.load(source, str(path))
     msg = str(err.value)

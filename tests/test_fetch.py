@@ -68,8 +68,11 @@ def test_fetch_downloads_the_model_snapshot_and_each_set_as_its_loader_loads_it(
     assert cli.main(["fetch", str(ROOT / "params" / "qwen3-4b-quick.yaml")]) == 0
     assert hub.calls == [
         ("snapshot_download", "Qwen/Qwen3-4B", {"repo_type": "model", "revision": None}),
-        ("load_dataset", "nvidia/HelpSteer3",
-         {"revision": None, "split": "train", "name": "preference"}),
+        (
+            "load_dataset",
+            "nvidia/HelpSteer3",
+            {"revision": None, "split": "train", "name": "preference"},
+        ),
         ("load_dataset", "allenai/reward-bench", {"revision": None, "split": "filtered"}),
         ("load_dataset", "ScalerLab/JudgeBench", {"revision": None, "split": "gpt"}),
     ]
@@ -94,8 +97,11 @@ def test_fetch_makes_the_same_load_dataset_call_as_the_loader(monkeypatch, spec)
     from rmlib.workbook.fetch import fetch
 
     hub = Hub(monkeypatch)
-    monkeypatch.setattr(hub, "load_dataset", lambda repo_id, **kw: (
-        hub.calls.append(("load_dataset", repo_id, kw)) or []))
+    monkeypatch.setattr(
+        hub,
+        "load_dataset",
+        lambda repo_id, **kw: hub.calls.append(("load_dataset", repo_id, kw)) or [],
+    )
     cfg = load_config(ROOT / "params" / "smoke.yaml", {"data.train": spec})
     items, _ = downloads(cfg)
     fetch(items)

@@ -27,9 +27,15 @@ def test_every_profiles_preflight_is_a_valid_profile_at_its_own_batch_sizes(prof
     # what sizes memory is the profile's own: budgets, caps, batches, engine shares, precision
     for section in ("prompts", "generation", "model"):
         assert pre.sections[section] == cfg.sections[section]
-    for key in ("per_device_train_batch_size", "gradient_accumulation_steps",
-                "generation_batch_size", "max_completion_length", "num_generations",
-                "vllm_gpu_memory_utilization", "use_vllm"):
+    for key in (
+        "per_device_train_batch_size",
+        "gradient_accumulation_steps",
+        "generation_batch_size",
+        "max_completion_length",
+        "num_generations",
+        "vllm_gpu_memory_utilization",
+        "use_vllm",
+    ):
         assert getattr(pre.grpo, key) == getattr(cfg.grpo, key), key
     assert pre.rollouts == cfg.rollouts
     assert pre.grpo.max_steps == 2
@@ -37,7 +43,8 @@ def test_every_profiles_preflight_is_a_valid_profile_at_its_own_batch_sizes(prof
     assert pre.grpo.trl["generation_kwargs"] == {floor: cfg.grpo.max_completion_length}
     # enough training pairs to fill one generation batch twice over
     batch = cfg.grpo.generation_batch_size or (
-        cfg.grpo.per_device_train_batch_size * cfg.grpo.gradient_accumulation_steps)
+        cfg.grpo.per_device_train_batch_size * cfg.grpo.gradient_accumulation_steps
+    )
     assert pre.data.train.n >= 2 * batch // cfg.grpo.num_generations
     assert set(pre.eval.models) <= set(cfg.eval.models) and len(pre.eval.models) <= 3
 
@@ -70,8 +77,15 @@ def test_a_padded_pair_is_the_same_pair_only_longer():
 def test_a_folder_that_is_no_preflights_is_never_emptied(tmp_path, capsys):
     (tmp_path / "smoke-preflight").mkdir()
     (tmp_path / "smoke-preflight" / "keep.txt").write_text("mine")
-    code = cli.main(["run", str(ROOT / "params" / "smoke.yaml"), "--preflight",
-                     "--set", f"run.output_root={tmp_path}"])
+    code = cli.main(
+        [
+            "run",
+            str(ROOT / "params" / "smoke.yaml"),
+            "--preflight",
+            "--set",
+            f"run.output_root={tmp_path}",
+        ]
+    )
     assert code == cli.EXIT_ERROR
     assert "is no preflight folder" in capsys.readouterr().err
     assert (tmp_path / "smoke-preflight" / "keep.txt").read_text() == "mine"
@@ -85,16 +99,23 @@ def test_preflight_refuses_dry_run_and_force(capsys):
 
 
 def test_the_summary_reads_each_notebooks_state(tmp_path):
-    cfg = load_config(ROOT / "params" / "smoke.yaml",
-                      {"run.notebooks": ["01_data", "02_rollouts", "03_training", "04_inference"]})
-    state = {"01_data": {"status": "completed", "seconds": 3.0},
-             "02_rollouts": {"status": "completed", "seconds": 9.5},
-             "03_training": {"status": "failed", "cell_index": 2}}
+    cfg = load_config(
+        ROOT / "params" / "smoke.yaml",
+        {"run.notebooks": ["01_data", "02_rollouts", "03_training", "04_inference"]},
+    )
+    state = {
+        "01_data": {"status": "completed", "seconds": 3.0},
+        "02_rollouts": {"status": "completed", "seconds": 9.5},
+        "03_training": {"status": "failed", "cell_index": 2},
+    }
     (tmp_path / "state.json").write_text(json.dumps(state))
     rows = pf.checks(cfg, tmp_path, "notebook 03_training failed in cell 2: OutOfMemoryError")
     assert [(r.notebook, r.status) for r in rows] == [
-        ("01_data", "pass"), ("02_rollouts", "pass"), ("03_training", "FAIL"),
-        ("04_inference", "not run")]
+        ("01_data", "pass"),
+        ("02_rollouts", "pass"),
+        ("03_training", "FAIL"),
+        ("04_inference", "not run"),
+    ]
     text = pf.format_checks(tmp_path, rows)
     assert "03_training: notebook 03_training failed in cell 2" in text
     assert text.endswith("preflight FAILED")
@@ -116,10 +137,23 @@ def test_a_03_that_trained_no_step_fails_the_preflight(tmp_path):
 def test_the_smoke_preflight_runs_its_prompts_at_the_budget_in_a_fresh_folder(tmp_path, capsys):
     """01 and 02 of the smoke profile's preflight (smaller budgets, no warm-up: CI time): every
     rollout prompt at the judgment budget; a second preflight starts from an empty folder."""
-    argv = ["run", str(ROOT / "params" / "smoke.yaml"), "--preflight", "--preflight-items", "2",
-            "--set", f"run.output_root={tmp_path}", "--set", "run.notebooks=[01_data, 02_rollouts]",
-            "--set", "prompts.max_prompt_tokens=256",
-            "--set", "prompts.max_reflection_prompt_tokens=384", "--set", "warmup.enabled=false"]
+    argv = [
+        "run",
+        str(ROOT / "params" / "smoke.yaml"),
+        "--preflight",
+        "--preflight-items",
+        "2",
+        "--set",
+        f"run.output_root={tmp_path}",
+        "--set",
+        "run.notebooks=[01_data, 02_rollouts]",
+        "--set",
+        "prompts.max_prompt_tokens=256",
+        "--set",
+        "prompts.max_reflection_prompt_tokens=384",
+        "--set",
+        "warmup.enabled=false",
+    ]
     assert cli.main(argv) == 0
     out = capsys.readouterr().out
     assert "  pass    01_data" in out and "  pass    02_rollouts" in out

@@ -77,8 +77,12 @@ def test_a_finished_training_stays_finished_under_memory_changes():
 )
 def test_an_out_of_memory_error_line_names_the_memory_settings(error):
     hint = runner.oom_hint(error)
-    for key in ("grpo.per_device_train_batch_size", "generation.gpu_memory_utilization",
-                "generation.max_num_seqs", "grpo.vllm_gpu_memory_utilization"):
+    for key in (
+        "grpo.per_device_train_batch_size",
+        "generation.gpu_memory_utilization",
+        "generation.max_num_seqs",
+        "grpo.vllm_gpu_memory_utilization",
+    ):
         assert key in hint
     assert "\n" not in hint
 

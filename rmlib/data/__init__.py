@@ -23,6 +23,19 @@ from rmlib.data.registry import (
     unit_of,
 )
 
-__all__ = ["SOURCES", "SourceSpec", "load", "get_source", "find_source", "label_of", "unit_of",
-           "PAPER_ACCURACY", "ALIASES", "Pair", "LoadResult", "DataError", "HubUnavailable",
-           "OnError"]
+__all__ = [
+    "SOURCES",
+    "SourceSpec",
+    "load",
+    "get_source",
+    "find_source",
+    "label_of",
+    "unit_of",
+    "PAPER_ACCURACY",
+    "ALIASES",
+    "Pair",
+    "LoadResult",
+    "DataError",
+    "HubUnavailable",
+    "OnError",
+]

@@ -109,8 +109,9 @@ class Row:
         if isinstance(v, int) and not isinstance(v, bool):
             return str(v)
         if not isinstance(v, str):
-            raise self.fail(field, f"expected a string or integer id, got {type(v).__name__}",
-                            "type")
+            raise self.fail(
+                field, f"expected a string or integer id, got {type(v).__name__}", "type"
+            )
         return self.text(field, v, kind="value")
 
     def opt_text(self, field: str, default: str) -> str:
@@ -130,7 +131,8 @@ class Row:
             raise self.fail(field, f"expected a string, got {type(v).__name__}", "type")
         if not v.strip() and not allow_empty:
             reason = {"empty": "empty response", "empty_prompt": "empty prompt"}.get(
-                kind, f"empty field '{field}'")
+                kind, f"empty field '{field}'"
+            )
             raise self.fail(field, reason, kind)
         return v
 
@@ -146,8 +148,9 @@ class Row:
         """A non-empty list of {role, content} messages, normalised to exactly those two keys."""
         v = self.get(field) if value is _MISSING else value
         if not isinstance(v, list | tuple) or not v:
-            raise self.fail(field, "expected a non-empty list of {role, content} messages",
-                            "messages")
+            raise self.fail(
+                field, "expected a non-empty list of {role, content} messages", "messages"
+            )
         out = []
         for k, m in enumerate(v):
             role = m.get("role") if isinstance(m, dict) else None
@@ -155,8 +158,9 @@ class Row:
             if not isinstance(role, str) or role.lower() not in ROLES:
                 raise self.fail(f"{field}[{k}].role", f"bad role {role!r}", "messages")
             if not isinstance(content, str):
-                raise self.fail(f"{field}[{k}].content", "message content must be a string",
-                                "messages")
+                raise self.fail(
+                    f"{field}[{k}].content", "message content must be a string", "messages"
+                )
             out.append({"role": role.lower(), "content": content})
         return tuple(out)
 
@@ -276,8 +280,13 @@ def read_file(path: Path, *, start: int = 0) -> Iterator[Row]:
             yield from jsonl_rows(path, start)
             return
     else:
-        raise DataError(file, None, None, "unsupported file type (expected .json, .jsonl, "
-                        ".jsonl.gz or .parquet)", "read")
+        raise DataError(
+            file,
+            None,
+            None,
+            "unsupported file type (expected .json, .jsonl, .jsonl.gz or .parquet)",
+            "read",
+        )
     for i, rec in enumerate(records):
         yield Row(file, i, rec, start + i)
 
@@ -299,8 +308,9 @@ def _decode(raw: bytes, file: str, index: int | None = None) -> str:
         return raw.decode("utf-8-sig")
     except UnicodeDecodeError as e:
         row = index if index is not None else raw[: e.start].count(b"\n")
-        raise DataError(file, row, None, f"not UTF-8 text (byte 0x{raw[e.start]:02x})",
-                        "encoding", line=True) from None
+        raise DataError(
+            file, row, None, f"not UTF-8 text (byte 0x{raw[e.start]:02x})", "encoding", line=True
+        ) from None
 
 
 def _read_parquet(path: Path) -> list[Any]:
@@ -327,11 +337,21 @@ def _read_json(path: Path) -> list[Any] | None:
     except json.JSONDecodeError as e:
         if e.msg == "Extra data" and text.lstrip().startswith("{"):
             return None
-        raise DataError(str(path), None, None, f"broken JSON at line {e.lineno} column "
-                        f"{e.colno}: {e.msg}", "json") from None
+        raise DataError(
+            str(path),
+            None,
+            None,
+            f"broken JSON at line {e.lineno} column {e.colno}: {e.msg}",
+            "json",
+        ) from None
     if not isinstance(data, list):
-        raise DataError(str(path), None, None, "expected a JSON array of records, got "
-                        f"{type(data).__name__}", "type")
+        raise DataError(
+            str(path),
+            None,
+            None,
+            f"expected a JSON array of records, got {type(data).__name__}",
+            "type",
+        )
     return data
 
 
@@ -375,13 +395,16 @@ def split_files(root: Path, split: str | None, config: str | None) -> list[Path]
         if split is None:
             hits = files
         else:
-            hits = [f for f in files if _stem(f.name) == split
-                    or _stem(f.name).startswith(split + "-")]
+            hits = [
+                f for f in files if _stem(f.name) == split or _stem(f.name).startswith(split + "-")
+            ]
         if hits:
             return hits
     where = f"config {config!r}, " if config else ""
-    raise FileNotFoundError(f"no data files for {where}split {split!r} under {root} (expected "
-                            f"e.g. data/{split}-00000-of-00001.parquet or {split}.jsonl)")
+    raise FileNotFoundError(
+        f"no data files for {where}split {split!r} under {root} (expected "
+        f"e.g. data/{split}-00000-of-00001.parquet or {split}.jsonl)"
+    )
 
 
 def is_hub_id(path: str) -> bool:
@@ -419,8 +442,9 @@ def rows_for(
         named = [p / n for n in file_names if (p / n).is_file()]
         return str(p), chain_files(named or split_files(p, split, config))
     if is_hub_id(target):
-        return target, hub_rows(target, split=split, config=config,
-                                config_is_data_dir=config_is_data_dir)
+        return target, hub_rows(
+            target, split=split, config=config, config_is_data_dir=config_is_data_dir
+        )
     raise FileNotFoundError(f"no such file or directory: {target}")
 
 
@@ -453,8 +477,9 @@ def _load_hub(hub_id: str, split: str | None, config: str | None, data_dir: bool
     try:
         return datasets.load_dataset(hub_id, **kwargs)
     except datasets.exceptions.DatasetNotFoundError as e:
-        raise FileNotFoundError(f"no dataset {hub_id!r} on the Hugging Face hub "
-                                f"({_first_line(e)})") from None
+        raise FileNotFoundError(
+            f"no dataset {hub_id!r} on the Hugging Face hub ({_first_line(e)})"
+        ) from None
     except (ConnectionError, TimeoutError) as e:
         raise HubUnavailable(hub_id, e) from None
     except Exception as e:

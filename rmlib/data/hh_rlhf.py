@@ -49,8 +49,9 @@ def load_hh_rlhf(
     them, its defaults filled in).
     """
     no_options(SOURCE, options)
-    where, rows = rows_for(path, hub_id=hub_id, split=split, config=config,
-                           config_is_data_dir=config_is_data_dir)
+    where, rows = rows_for(
+        path, hub_id=hub_id, split=split, config=config, config_is_data_dir=config_is_data_dir
+    )
     result = LoadResult(SOURCE, where, split, [])
     return collect(result, rows, lambda row: [_pair(row, config, seed, allow_empty)], on_error)
 
@@ -74,16 +75,23 @@ def parse_dialogue(text: str) -> list[dict[str, str]] | None:
 def _dialogue(row: Row, field: str) -> list[dict[str, str]]:
     msgs = parse_dialogue(row.text(field))
     if not msgs or msgs[-1]["role"] != "assistant":
-        raise row.fail(field, "expected a dialogue '\\n\\nHuman: ...\\n\\nAssistant: ...' ending "
-                       "with an assistant turn", "messages")
+        raise row.fail(
+            field,
+            "expected a dialogue '\\n\\nHuman: ...\\n\\nAssistant: ...' ending "
+            "with an assistant turn",
+            "messages",
+        )
     return msgs
 
 
 def _pair(row: Row, config: str, seed: int, allow_empty: bool = True) -> Pair:
     chosen, rejected = _dialogue(row, "chosen"), _dialogue(row, "rejected")
     if chosen[:-1] != rejected[:-1]:
-        raise row.fail("rejected", "chosen and rejected do not share the dialogue before the "
-                       "last assistant turn", "prefix")
+        raise row.fail(
+            "rejected",
+            "chosen and rejected do not share the dialogue before the last assistant turn",
+            "prefix",
+        )
     context = row.context("chosen", chosen[:-1])
     pid = str(row.ordinal)
     good = row.text("chosen", chosen[-1]["content"], allow_empty=allow_empty)

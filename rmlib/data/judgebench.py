@@ -22,8 +22,11 @@ def category_of(source: str) -> str | None:
     s = source.lower()
     if s.startswith("mmlu-pro"):
         return "knowledge"
-    for prefix, cat in (("livebench-reasoning", "reasoning"), ("livebench-math", "math"),
-                        ("livecodebench", "coding")):
+    for prefix, cat in (
+        ("livebench-reasoning", "reasoning"),
+        ("livebench-math", "math"),
+        ("livecodebench", "coding"),
+    ):
         if s.startswith(prefix):
             return cat
     return None
@@ -49,8 +52,13 @@ def load_judgebench(
     """
     no_options(SOURCE, options)
     where, rows = rows_for(path, hub_id=hub_id, split=split, config=config)
-    return collect(LoadResult(SOURCE, where, split, []), rows, lambda row: [_pair(row)],
-                   on_error, id_field="pair_id")
+    return collect(
+        LoadResult(SOURCE, where, split, []),
+        rows,
+        lambda row: [_pair(row)],
+        on_error,
+        id_field="pair_id",
+    )
 
 
 def _pair(row: Row) -> Pair:
@@ -58,8 +66,19 @@ def _pair(row: Row) -> Pair:
     category = category_of(source)
     if category is None:
         raise row.fail("source", f"unknown JudgeBench source {source!r}", "value")
-    meta = {"source": source, "category": category, "original_id": row.opt("original_id"),
-            "response_model": row.opt("response_model")}
-    return Pair(row.ident("pair_id"), SOURCE, category,
-                user(row.text("question", kind="empty_prompt")), row.text("response_A"),
-                row.text("response_B"), row.label("label", LABELS), meta)
+    meta = {
+        "source": source,
+        "category": category,
+        "original_id": row.opt("original_id"),
+        "response_model": row.opt("response_model"),
+    }
+    return Pair(
+        row.ident("pair_id"),
+        SOURCE,
+        category,
+        user(row.text("question", kind="empty_prompt")),
+        row.text("response_A"),
+        row.text("response_B"),
+        row.label("label", LABELS),
+        meta,
+    )

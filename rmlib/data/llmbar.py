@@ -39,16 +39,19 @@ def load_llmbar(
     """
     no_options(SOURCE, options)
     if path is None:
-        raise ValueError("llmbar has no hub copy: pass the GitHub Dataset/ folder or a "
-                         "dataset.json with --path FILE_OR_DIR")
+        raise ValueError(
+            "llmbar has no hub copy: pass the GitHub Dataset/ folder or a "
+            "dataset.json with --path FILE_OR_DIR"
+        )
     root = _root(Path(path).expanduser(), config)
     files = [root] if root.is_file() else sorted(root.rglob(FILE_NAME))
     if not files:
         raise FileNotFoundError(f"no {FILE_NAME} under {root}")
     subset_of = {str(f): _subset(f, root) for f in files}
     result = LoadResult(SOURCE, str(root), split, [])
-    return collect(result, chain_files(files), lambda row: [_pair(row, subset_of[row.file])],
-                   on_error)
+    return collect(
+        result, chain_files(files), lambda row: [_pair(row, subset_of[row.file])], on_error
+    )
 
 
 def _root(p: Path, config: str | None) -> Path:
@@ -69,7 +72,7 @@ def _subset(file: Path, root: Path) -> str:
     folder = file.resolve().parent.parts
     for k in range(len(folder) - 1, -1, -1):  # the innermost LLMBar/ or Processed/ folder
         if folder[k] == "LLMBar":
-            return "/".join(folder[k + 1:]) or "LLMBar"
+            return "/".join(folder[k + 1 :]) or "LLMBar"
         if folder[k] == "Processed":
             return "/".join(folder[k:])
     base = root.resolve() if root.is_dir() else root.resolve().parent.parent
@@ -78,6 +81,13 @@ def _subset(file: Path, root: Path) -> str:
 
 
 def _pair(row: Row, subset: str) -> Pair:
-    return Pair(f"{subset}/{row.index}", SOURCE, subset,
-                user(row.text("input", kind="empty_prompt")), row.text("output_1"),
-                row.text("output_2"), row.label("label", LABELS), {"row": row.index})
+    return Pair(
+        f"{subset}/{row.index}",
+        SOURCE,
+        subset,
+        user(row.text("input", kind="empty_prompt")),
+        row.text("output_1"),
+        row.text("output_2"),
+        row.label("label", LABELS),
+        {"row": row.index},
+    )

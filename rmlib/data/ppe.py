@@ -42,8 +42,9 @@ def load_ppe(
     where, rows = rows_for(path, hub_id=hub_id, split=split, config=config)
     seen: Counter[str] = Counter()
     result = LoadResult(SOURCE, where, split, [])
-    return collect(result, rows, lambda row: [_pair(row, drop_ties, seen)], on_error,
-                   id_field="question_id")
+    return collect(
+        result, rows, lambda row: [_pair(row, drop_ties, seen)], on_error, id_field="question_id"
+    )
 
 
 def _context(row: Row) -> tuple[dict[str, str], ...]:
@@ -65,6 +66,10 @@ def _pair(row: Row, drop_ties: bool, seen: Counter[str]) -> Pair:
     seen[qid] += 1
     pid = qid if seen[qid] == 1 else f"{qid}#{seen[qid]}"
     language = row.opt_text("language", "unknown")
-    meta = {"model_a": row.opt("model_a"), "model_b": row.opt("model_b"), "winner": winner,
-            "language": language}
+    meta = {
+        "model_a": row.opt("model_a"),
+        "model_b": row.opt("model_b"),
+        "winner": winner,
+        "language": language,
+    }
     return Pair(pid, SOURCE, language, context, r1, r2, label, meta)

@@ -54,45 +54,127 @@ class SourceSpec:
 
 
 _SPECS: tuple[SourceSpec, ...] = (
-    SourceSpec("helpsteer3", load_helpsteer3, "nvidia/HelpSteer3", "train", "preference",
-               splits=("train", "validation"),
-               doc="training source; ties dropped and counted", published_pairs=38_459),
-    SourceSpec("rewardbench", load_rewardbench, "allenai/reward-bench", "filtered",
-               splits=("filtered", "raw"), doc="2,985 pairs, 23 subsets",
-               title="RewardBench", published_pairs=2_985, scoring="rewardbench",
-               paper_accuracy=True),
-    SourceSpec("rm-bench", load_rmbench, "THU-KEG/RM-Bench", "train",
-               splits=("train",), doc="9 style pairs per prompt", title="RM-Bench",
-               published_pairs=1_327 * 9, scoring="rmbench", unit="prompts (9 pairs each)",
-               paper_accuracy=True),
-    SourceSpec("rmb", load_rmb, None, "both", path_required=True,
-               splits=("both", *RMB_SETS), doc="GitHub RMB_dataset/ folder",
-               title="RMB", published_pairs=17_131, scoring="rmb", unit="items",
-               paper_accuracy=True),
-    SourceSpec("ppe", load_ppe, "lmarena-ai/PPE-Human-Preference-V1", "test",
-               splits=("test",), doc="human preference; ties dropped and counted",
-               title="PPE-Pref", published_pairs=16_038, scoring="ppe", paper_accuracy=True),
-    SourceSpec("judgebench", load_judgebench, "ScalerLab/JudgeBench",
-               "gpt", splits=("gpt", "claude"), title="JudgeBench", published_pairs=350,
-               scoring="judgebench", unit="pairs (both orders)"),
-    SourceSpec("llmbar", load_llmbar, None, None, path_required=True,
-               doc="GitHub Dataset/ folder or a dataset.json", published_pairs=419),
-    SourceSpec("hh-rlhf", load_hh_rlhf, "Anthropic/hh-rlhf", "test",
-               "harmless-base", splits=("train", "test"), doc="config = the data_dir",
-               published_pairs=2_312, config_is_data_dir=True),
-    SourceSpec("skywork", load_skywork,
-               "Skywork/Skywork-Reward-Preference-80K-v0.2", "train", splits=("train",),
-               published_pairs=77_016),
-    SourceSpec("demo", load_demo, None, "train", splits=("train", "eval"),
-               doc="generated verifiable pairs (offline demo)"),
+    SourceSpec(
+        "helpsteer3",
+        load_helpsteer3,
+        "nvidia/HelpSteer3",
+        "train",
+        "preference",
+        splits=("train", "validation"),
+        doc="training source; ties dropped and counted",
+        published_pairs=38_459,
+    ),
+    SourceSpec(
+        "rewardbench",
+        load_rewardbench,
+        "allenai/reward-bench",
+        "filtered",
+        splits=("filtered", "raw"),
+        doc="2,985 pairs, 23 subsets",
+        title="RewardBench",
+        published_pairs=2_985,
+        scoring="rewardbench",
+        paper_accuracy=True,
+    ),
+    SourceSpec(
+        "rm-bench",
+        load_rmbench,
+        "THU-KEG/RM-Bench",
+        "train",
+        splits=("train",),
+        doc="9 style pairs per prompt",
+        title="RM-Bench",
+        published_pairs=1_327 * 9,
+        scoring="rmbench",
+        unit="prompts (9 pairs each)",
+        paper_accuracy=True,
+    ),
+    SourceSpec(
+        "rmb",
+        load_rmb,
+        None,
+        "both",
+        path_required=True,
+        splits=("both", *RMB_SETS),
+        doc="GitHub RMB_dataset/ folder",
+        title="RMB",
+        published_pairs=17_131,
+        scoring="rmb",
+        unit="items",
+        paper_accuracy=True,
+    ),
+    SourceSpec(
+        "ppe",
+        load_ppe,
+        "lmarena-ai/PPE-Human-Preference-V1",
+        "test",
+        splits=("test",),
+        doc="human preference; ties dropped and counted",
+        title="PPE-Pref",
+        published_pairs=16_038,
+        scoring="ppe",
+        paper_accuracy=True,
+    ),
+    SourceSpec(
+        "judgebench",
+        load_judgebench,
+        "ScalerLab/JudgeBench",
+        "gpt",
+        splits=("gpt", "claude"),
+        title="JudgeBench",
+        published_pairs=350,
+        scoring="judgebench",
+        unit="pairs (both orders)",
+    ),
+    SourceSpec(
+        "llmbar",
+        load_llmbar,
+        None,
+        None,
+        path_required=True,
+        doc="GitHub Dataset/ folder or a dataset.json",
+        published_pairs=419,
+    ),
+    SourceSpec(
+        "hh-rlhf",
+        load_hh_rlhf,
+        "Anthropic/hh-rlhf",
+        "test",
+        "harmless-base",
+        splits=("train", "test"),
+        doc="config = the data_dir",
+        published_pairs=2_312,
+        config_is_data_dir=True,
+    ),
+    SourceSpec(
+        "skywork",
+        load_skywork,
+        "Skywork/Skywork-Reward-Preference-80K-v0.2",
+        "train",
+        splits=("train",),
+        published_pairs=77_016,
+    ),
+    SourceSpec(
+        "demo",
+        load_demo,
+        None,
+        "train",
+        splits=("train", "eval"),
+        doc="generated verifiable pairs (offline demo)",
+    ),
 )
 SOURCES: dict[str, SourceSpec] = {s.name: s for s in _SPECS}
 
 # Other spellings people use for the same sources.
 ALIASES: dict[str, str] = {
-    "reward-bench": "rewardbench", "rmbench": "rm-bench", "hh": "hh-rlhf",
-    "helpsteer": "helpsteer3", "helpsteer3-preference": "helpsteer3",
-    "ppe-preference": "ppe", "ppe-human-preference": "ppe", "skywork-preference": "skywork",
+    "reward-bench": "rewardbench",
+    "rmbench": "rm-bench",
+    "hh": "hh-rlhf",
+    "helpsteer": "helpsteer3",
+    "helpsteer3-preference": "helpsteer3",
+    "ppe-preference": "ppe",
+    "ppe-human-preference": "ppe",
+    "skywork-preference": "skywork",
 }
 
 
@@ -148,8 +230,10 @@ def load(
     config (the defaults filled in), config_is_data_dir (where the hub's config is a folder)."""
     spec = get_source(source)
     if path is None and spec.path_required:
-        raise ValueError(f"{spec.name} has no hub copy: pass a local copy with --path "
-                         "FILE_OR_DIR (path=... in Python)")
+        raise ValueError(
+            f"{spec.name} has no hub copy: pass a local copy with --path "
+            "FILE_OR_DIR (path=... in Python)"
+        )
     facts: dict[str, Any] = {}
     if spec.hub_id is not None:
         facts["hub_id"] = spec.hub_id

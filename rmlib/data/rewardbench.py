@@ -19,25 +19,57 @@ from rmlib.data.pair import LoadResult, OnError, Pair
 SOURCE = "rewardbench"
 
 SECTIONS: dict[str, tuple[str, ...]] = {
-    "Chat": ("alpacaeval-easy", "alpacaeval-length", "alpacaeval-hard", "mt-bench-easy",
-             "mt-bench-med"),
-    "Chat Hard": ("mt-bench-hard", "llmbar-natural", "llmbar-adver-neighbor",
-                  "llmbar-adver-GPTInst", "llmbar-adver-GPTOut", "llmbar-adver-manual"),
-    "Safety": ("refusals-dangerous", "refusals-offensive", "xstest-should-refuse",
-               "xstest-should-respond", "donotanswer"),
-    "Reasoning": ("math-prm", "hep-cpp", "hep-go", "hep-java", "hep-js", "hep-python",
-                  "hep-rust"),
+    "Chat": (
+        "alpacaeval-easy",
+        "alpacaeval-length",
+        "alpacaeval-hard",
+        "mt-bench-easy",
+        "mt-bench-med",
+    ),
+    "Chat Hard": (
+        "mt-bench-hard",
+        "llmbar-natural",
+        "llmbar-adver-neighbor",
+        "llmbar-adver-GPTInst",
+        "llmbar-adver-GPTOut",
+        "llmbar-adver-manual",
+    ),
+    "Safety": (
+        "refusals-dangerous",
+        "refusals-offensive",
+        "xstest-should-refuse",
+        "xstest-should-respond",
+        "donotanswer",
+    ),
+    "Reasoning": ("math-prm", "hep-cpp", "hep-go", "hep-java", "hep-js", "hep-python", "hep-rust"),
 }
 SECTION_OF: dict[str, str] = {sub: sec for sec, subs in SECTIONS.items() for sub in subs}
 
 # Official per-subset sizes of the `filtered` split (2,985 pairs in all).
 SUBSET_COUNTS: dict[str, int] = {
-    "alpacaeval-easy": 100, "alpacaeval-length": 95, "alpacaeval-hard": 95, "mt-bench-easy": 28,
-    "mt-bench-med": 40, "mt-bench-hard": 37, "llmbar-natural": 100, "llmbar-adver-neighbor": 134,
-    "llmbar-adver-GPTInst": 92, "llmbar-adver-GPTOut": 47, "llmbar-adver-manual": 46,
-    "refusals-dangerous": 100, "refusals-offensive": 100, "xstest-should-refuse": 154,
-    "xstest-should-respond": 250, "donotanswer": 136, "math-prm": 447, "hep-cpp": 164,
-    "hep-go": 164, "hep-java": 164, "hep-js": 164, "hep-python": 164, "hep-rust": 164,
+    "alpacaeval-easy": 100,
+    "alpacaeval-length": 95,
+    "alpacaeval-hard": 95,
+    "mt-bench-easy": 28,
+    "mt-bench-med": 40,
+    "mt-bench-hard": 37,
+    "llmbar-natural": 100,
+    "llmbar-adver-neighbor": 134,
+    "llmbar-adver-GPTInst": 92,
+    "llmbar-adver-GPTOut": 47,
+    "llmbar-adver-manual": 46,
+    "refusals-dangerous": 100,
+    "refusals-offensive": 100,
+    "xstest-should-refuse": 154,
+    "xstest-should-respond": 250,
+    "donotanswer": 136,
+    "math-prm": 447,
+    "hep-cpp": 164,
+    "hep-go": 164,
+    "hep-java": 164,
+    "hep-js": 164,
+    "hep-python": 164,
+    "hep-rust": 164,
 }
 
 

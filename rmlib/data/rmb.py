@@ -65,13 +65,20 @@ def load_rmb(
     if split != "both" and split not in SETS:
         raise ValueError(f"rmb split must be one of {['both', *SETS]}, got {split!r}")
     if path is None:
-        raise ValueError("rmb has no official hub copy: pass the GitHub RMB_dataset/ folder or "
-                         f"a file of it with --path FILE_OR_DIR (or the mirror {MIRROR_HUB_ID})")
+        raise ValueError(
+            "rmb has no official hub copy: pass the GitHub RMB_dataset/ folder or "
+            f"a file of it with --path FILE_OR_DIR (or the mirror {MIRROR_HUB_ID})"
+        )
     sets = SETS if split == "both" else (split,)
     rows, hints = _rows(str(path), sets, config)
     result = LoadResult(SOURCE, str(path), split, [])
-    return collect(result, rows, lambda row: _pairs(row, sets, hints.get(row.file), seed),
-                   on_error, id_field=("pair_uid", "bon_uid", "uid"))
+    return collect(
+        result,
+        rows,
+        lambda row: _pairs(row, sets, hints.get(row.file), seed),
+        on_error,
+        id_field=("pair_uid", "bon_uid", "uid"),
+    )
 
 
 # ---------------------------------------------------------------- finding the rows
@@ -81,8 +88,9 @@ def _set_of_path(parts: tuple[str, ...]) -> str | None:
     return next((SET_FOLDERS[p.lower()] for p in parts if p.lower() in SET_FOLDERS), None)
 
 
-def _rows(path: str, sets: tuple[str, ...], config: str | None
-          ) -> tuple[Iterator[Row], dict[str, str]]:
+def _rows(
+    path: str, sets: tuple[str, ...], config: str | None
+) -> tuple[Iterator[Row], dict[str, str]]:
     """Rows and, per file, the set its location names (None when it names none)."""
     p = Path(path).expanduser()
     if p.is_file():
@@ -114,9 +122,13 @@ def _pairs(row: Row, sets: tuple[str, ...], hint: str | None, seed: int) -> list
     elif "preferred_index" in data or "responses" in data:
         return _mirror(row, sets, hint, seed)
     else:
-        raise row.fail(None, "unrecognised RMB record (expected pair_uid/chosen/reject, "
-                       "bon_uid/bon_best/loser_list, or the mirror's uid/responses/"
-                       "preferred_index)", "value")
+        raise row.fail(
+            None,
+            "unrecognised RMB record (expected pair_uid/chosen/reject, "
+            "bon_uid/bon_best/loser_list, or the mirror's uid/responses/"
+            "preferred_index)",
+            "value",
+        )
     if kind not in sets:
         raise Drop(f"{kind} record outside split")
     context = row.context("conversation_input", row.messages("conversation_input"))
@@ -151,20 +163,33 @@ def _base_meta(row: Row, kind: str, category_path: Any, conversation: Any) -> di
     file_parts = Path(row.file).with_suffix("").parts
     goal = next((p.lower() for p in (*cat_parts, *file_parts) if p.lower() in GOALS), None)
     if goal is None:
-        raise row.fail("category_path", f"cannot tell helpfulness from harmlessness in "
-                       f"{category_path!r}", "value")
+        raise row.fail(
+            "category_path",
+            f"cannot tell helpfulness from harmlessness in {category_path!r}",
+            "value",
+        )
     idx = [p.lower() for p in cat_parts].index(goal) if goal in map(str.lower, cat_parts) else -1
-    category = "/".join(cat_parts[idx + 1:]) if idx >= 0 else ""
+    category = "/".join(cat_parts[idx + 1 :]) if idx >= 0 else ""
     last = conversation[-1] if isinstance(conversation, list) and conversation else {}
     return {
-        "set": kind, "goal": goal, "category_path": category_path, "category": category,
+        "set": kind,
+        "goal": goal,
+        "category_path": category_path,
+        "category": category,
         "scenario": cat_parts[-1] if cat_parts else Path(row.file).stem,
         "language": last.get("language") if isinstance(last, dict) else None,
     }
 
 
-def _build(uid: str, kind: str, context: tuple[dict[str, str], ...], best: tuple[str, Any],
-           losers: list[tuple[str, Any]], base: dict[str, Any], seed: int) -> list[Pair]:
+def _build(
+    uid: str,
+    kind: str,
+    context: tuple[dict[str, str], ...],
+    best: tuple[str, Any],
+    losers: list[tuple[str, Any]],
+    base: dict[str, Any],
+    seed: int,
+) -> list[Pair]:
     subset = f"{kind}/{base['goal']}"
     pairs = []
     for k, (text, model) in enumerate(losers):
@@ -183,17 +208,22 @@ def _mirror(row: Row, sets: tuple[str, ...], hint: str | None, seed: int) -> lis
     if not isinstance(responses, list) or len(responses) < 2:
         raise row.fail("responses", "expected a list of at least 2 responses", "type")
     best_at = row.get("preferred_index")
-    if isinstance(best_at, bool) or not isinstance(best_at, int) or not (
-            0 <= best_at < len(responses)):
-        raise row.fail("preferred_index", f"label {best_at!r} not an index of responses",
-                       "label")
+    if (
+        isinstance(best_at, bool)
+        or not isinstance(best_at, int)
+        or not (0 <= best_at < len(responses))
+    ):
+        raise row.fail("preferred_index", f"label {best_at!r} not an index of responses", "label")
     stated = str(row.opt("split_type") or "").lower()
     kind = stated if stated in SETS else hint or ("pairwise" if len(responses) == 2 else "bon")
     if kind not in sets:
         raise Drop(f"{kind} record outside split")
     conv = row.get("conversation")
-    msgs = row.messages("conversation") if isinstance(conv, list) else (
-        {"role": "user", "content": row.text("conversation", kind="empty_prompt")},)
+    msgs = (
+        row.messages("conversation")
+        if isinstance(conv, list)
+        else ({"role": "user", "content": row.text("conversation", kind="empty_prompt")},)
+    )
     context = row.context("conversation", msgs)
     answers = [_answer(row, f"responses[{k}]", v) for k, v in enumerate(responses)]
     losers = [a for k, a in enumerate(answers) if k != best_at]

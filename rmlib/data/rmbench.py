@@ -47,8 +47,7 @@ def load_rmbench(
     filled in).
     """
     no_options(SOURCE, options)
-    where, rows = rows_for(path, hub_id=hub_id, split=split, config=config,
-                           file_names=(FILE_NAME,))
+    where, rows = rows_for(path, hub_id=hub_id, split=split, config=config, file_names=(FILE_NAME,))
     result = LoadResult(SOURCE, where, split, [])
     return collect(result, rows, lambda row: _pairs(row, seed), on_error)
 
@@ -70,7 +69,13 @@ def _pairs(row: Row, seed: int) -> list[Pair]:
         for j, bad in enumerate(rejected):
             pid = f"{prompt_id}/c{i}r{j}"
             r1, r2, label = place(pid, seed, good, bad)
-            meta = {"prompt_id": prompt_id, "i": i, "j": j, "difficulty": difficulty(i, j),
-                    "domain": domain, "domain_group": DOMAIN_GROUP.get(domain, domain)}
+            meta = {
+                "prompt_id": prompt_id,
+                "i": i,
+                "j": j,
+                "difficulty": difficulty(i, j),
+                "domain": domain,
+                "domain_group": DOMAIN_GROUP.get(domain, domain),
+            }
             pairs.append(Pair(pid, SOURCE, domain, context, r1, r2, label, meta))
     return pairs

@@ -39,14 +39,24 @@ def load_skywork(
 def _pair(row: Row, seed: int) -> Pair:
     chosen, rejected = row.messages("chosen"), row.messages("rejected")
     if chosen[-1]["role"] != "assistant" or rejected[-1]["role"] != "assistant":
-        raise row.fail("chosen" if chosen[-1]["role"] != "assistant" else "rejected",
-                       "last message must be the assistant's response", "messages")
+        raise row.fail(
+            "chosen" if chosen[-1]["role"] != "assistant" else "rejected",
+            "last message must be the assistant's response",
+            "messages",
+        )
     if chosen[:-1] != rejected[:-1]:
-        raise row.fail("rejected", "chosen and rejected do not share the messages before the "
-                       "last assistant turn", "prefix")
+        raise row.fail(
+            "rejected",
+            "chosen and rejected do not share the messages before the last assistant turn",
+            "prefix",
+        )
     context = row.context("chosen", chosen[:-1])
     pid = str(row.ordinal)
-    r1, r2, label = place(pid, seed, row.text("chosen", chosen[-1]["content"]),
-                          row.text("rejected", rejected[-1]["content"]))
+    r1, r2, label = place(
+        pid,
+        seed,
+        row.text("chosen", chosen[-1]["content"]),
+        row.text("rejected", rejected[-1]["content"]),
+    )
     source = row.opt_text("source", "unknown")
     return Pair(pid, SOURCE, source, context, r1, r2, label, {"source": source})

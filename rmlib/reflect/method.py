@@ -116,9 +116,14 @@ def run_reflectrm(
         if cfg.run_greedy
         else rollouts.iloc[0:0].copy()
     )
-    plans = [  # none without samples: nothing to vote on but the greedy baseline
-        _plan_pair(p, rollouts_by_key, cfg) for p, rollouts_by_key in _with_groups(pairs, rollouts)
-    ] if samples else []
+    plans = (
+        [  # none without samples: nothing to vote on but the greedy baseline
+            _plan_pair(p, rollouts_by_key, cfg)
+            for p, rollouts_by_key in _with_groups(pairs, rollouts)
+        ]
+        if samples
+        else []
+    )
     stage2 = reflection_backend if reflection_backend is not None else backend
     if stages == 2:
         reflections = _run_reflections(plans, stage2, fmt, cfg)

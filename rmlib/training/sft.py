@@ -284,5 +284,3 @@ def run_warmup(
     cut = examples_cut(fmt.tokenizer, dataset, cfg.max_length)
     steps = trainer.state.global_step
     return WarmupResult(Path(output_dir), merged, len(dataset), steps, loss, cut)
-
-

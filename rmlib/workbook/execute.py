@@ -63,7 +63,6 @@ class Interrupted(KeyboardInterrupt):
     """Ctrl-C during a run; says how to resume (the command line prints it as one line)."""
 
 
-
 def results_params(cfg: RunConfig) -> dict[str, Any]:
     """The params that decide a run's results: all but NOT_RESULTS, plus GRPO's completions per
     optimizer step (micro-batch x accumulation), which the memory settings may not change."""

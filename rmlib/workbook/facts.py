@@ -24,7 +24,6 @@ from rmlib.run.folder import RunFolder
 MANIFEST = "manifest.json"
 
 
-
 def run_facts(cfg: RunConfig, run: RunFolder) -> dict[str, Any]:
     """The manifest's sections this line reads (`params`, `precision`, `hardware`): from the run
     folder's manifest.json, else computed now from `cfg` (a notebook opened by hand)."""

@@ -34,8 +34,10 @@ class Download:
     def line(self) -> str:
         parts = [f"{self.repo_type:8s}", self.repo_id, f"revision={self.revision or 'main'}"]
         if self.repo_type == "dataset":
-            parts += [f"{'data_dir' if self.data_dir else 'config'}={self.config}",
-                      f"split={self.split}"]
+            parts += [
+                f"{'data_dir' if self.data_dir else 'config'}={self.config}",
+                f"split={self.split}",
+            ]
         return "  ".join(parts) + f"  ({self.why})"
 
 
@@ -82,8 +84,7 @@ def _dataset(spec: DatasetSpec, why: str) -> tuple[list[Download], str]:
 
         splits = list(SETS) if split in (None, "both") else [split]
     return [
-        Download(target, "dataset", why, config=config, split=s,
-                 data_dir=source.config_is_data_dir)
+        Download(target, "dataset", why, config=config, split=s, data_dir=source.config_is_data_dir)
         for s in splits
     ], ""
 
