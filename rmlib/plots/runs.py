@@ -22,6 +22,12 @@ from rmlib.plots.style import (
     styled,
 )
 from rmlib.run.folder import RunFolder
+from rmlib.training.importance import (
+    CUT_SEQUENCES,
+    FAINT_SEQUENCES,
+    IS_RATIO_KEYS,
+    LOGP_DIFF_KEYS,
+)
 
 
 @styled
@@ -66,25 +72,27 @@ TRAINING_PANELS: tuple[tuple[str, str], ...] = (
 
 
 @styled
-def training_curves(log: pd.DataFrame, run: RunFolder) -> Figure:
+def training_curves(log: pd.DataFrame, run: RunFolder, warn_share: float | None = None) -> Figure:
     """Reward (with ± one standard deviation across the batch), parse-failure rate and KL over
-    optimizer steps, one line per trained variant. Missing columns or values leave a panel that
-    says so."""
-    fig, axes = new_figure(1, 3, size=(13, 3.6))
+    optimizer steps, one line per trained variant; below them, when GRPO sampled on vLLM, what
+    TRL's importance sampling did (its ratio, the learner/sampler log-prob gap, the shares of
+    sequences it zeroed or clipped and left faint, with `warn_share` drawn as a line). Missing
+    columns or values leave a panel that says so."""
+    sampled = log is not None and any(
+        k in log and log[k].notna().any() for k in (CUT_SEQUENCES, *IS_RATIO_KEYS)
+    )
+    fig, axes = new_figure(2 if sampled else 1, 3, size=(13, 7.4 if sampled else 3.6))
     if log is None or log.empty or "step" not in log:
         for ax in axes:
             empty(ax, "no training log")
         fig.suptitle("Training curves: nothing was trained in this run")
         return save(fig, run, "training_curves")
     variants = list(dict.fromkeys(log["variant"])) if "variant" in log else ["model"]
-    for ax, (col, ylabel) in zip(axes, TRAINING_PANELS, strict=True):
+    for ax, (col, ylabel) in zip(axes, TRAINING_PANELS, strict=False):
         if col not in log or log[col].isna().all():
             empty(ax, f"'{col}' was not logged")
             continue
-        for v in variants:
-            g = log[log["variant"] == v] if "variant" in log else log
-            g = g.dropna(subset=[col]).sort_values("step")
-            color = MODEL_COLORS.get(str(v), OKABE_ITO["black"])
+        for v, g, color in _variant_rows(log, variants, col):
             y = g[col].astype(float) * (100 if col == "parse_failure_rate" else 1)
             # matplotlib: the band is the batch's logged s.d., not an interval lineplot computes
             ax.plot(g["step"], y, marker=".", color=color, label=f"{v} ({len(g)} steps)")
@@ -97,8 +105,63 @@ def training_curves(log: pd.DataFrame, run: RunFolder) -> Figure:
     axes[0].set_title("Reward (band: ± 1 s.d. in the batch)")
     axes[1].set_title("Parse failures")
     axes[2].set_title("KL divergence")
+    if sampled:
+        _importance_panels(log, variants, axes[3:], warn_share)
     fig.tight_layout()
     return save(fig, run, "training_curves")
+
+
+def _variant_rows(log: pd.DataFrame, variants: list, col: str):
+    """(variant, its rows with `col` logged in step order, its colour) for each variant."""
+    for v in variants:
+        g = log[log["variant"] == v] if "variant" in log else log
+        yield (
+            v,
+            g.dropna(subset=[col]).sort_values("step"),
+            MODEL_COLORS.get(str(v), OKABE_ITO["black"]),
+        )
+
+
+def _importance_panels(
+    log: pd.DataFrame, variants: list, axes: list, warn_share: float | None
+) -> None:
+    """TRL's importance-sampling ratio (mean, min-max band), the log-prob gap (mean, max
+    dashed) and the share of sequences cut, per variant (rmlib.training.importance)."""
+    ratio_min, ratio_mean, ratio_max = IS_RATIO_KEYS
+    gap_mean, gap_max = LOGP_DIFF_KEYS
+    panels = (
+        (ratio_mean, "importance-sampling ratio\n(learner / sampler; band: min-max)"),
+        (gap_mean, "|learner - sampler| log-prob\n(per token; dashed: max)"),
+        (CUT_SEQUENCES, "sequences (%): weight zeroed or\nclipped; dashed: below the faint weight"),
+    )
+    for ax, (col, ylabel) in zip(axes, panels, strict=True):
+        if col not in log or log[col].isna().all():
+            empty(ax, f"'{col}' was not logged")
+            continue
+        for v, g, color in _variant_rows(log, variants, col):
+            scale = 100 if col == CUT_SEQUENCES else 1
+            ax.plot(g["step"], g[col] * scale, marker=".", color=color, label=str(v))
+            if col == ratio_mean and ratio_min in g and ratio_max in g:
+                ax.fill_between(g["step"], g[ratio_min], g[ratio_max], color=color, alpha=0.15)
+            if col == gap_mean and gap_max in g:
+                ax.plot(g["step"], g[gap_max], ls="--", color=color, alpha=0.7)
+            if col == CUT_SEQUENCES and FAINT_SEQUENCES in g:
+                ax.plot(g["step"], g[FAINT_SEQUENCES] * 100, ls="--", color=color, alpha=0.7)
+        if col == ratio_mean:
+            ax.axhline(1.0, color=OKABE_ITO["grey"], lw=0.8)
+        if col == CUT_SEQUENCES and warn_share is not None:
+            ax.axhline(
+                100 * warn_share,
+                color=OKABE_ITO["vermillion"],
+                ls=":",
+                label=f"warning above {100 * warn_share:.0f} %",
+            )
+        ax.set_xlabel("optimizer step")
+        ax.set_ylabel(ylabel)
+        ax.legend()
+    axes[0].set_title("Importance-sampling ratio")
+    axes[1].set_title("Learner / sampler gap")
+    axes[2].set_title("Sequences cut or faint")
 
 
 FAILURE_STAGES: tuple[tuple[str, str], ...] = (

@@ -26,6 +26,7 @@ from rmlib.config import (
     Positive,
     Scheduler,
     Seed,
+    Share,
     doc,
 )
 from rmlib.generation.vllm import VLLM_LORA_RANKS
@@ -135,6 +136,18 @@ class GRPOSettings:
     mask_truncated_completions: bool = doc(
         "Drop completions cut at the cap from the loss (off: they get the penalty instead).",
         False,
+    )
+    importance_sampling_faint_weight: Share = doc(
+        "use_vllm: a sequence whose importance weight after TRL's correction (the mean of its "
+        "tokens' in the token modes) is below this counts as faint in progress.csv "
+        "(sampling/is_faint_sequences): it barely trains (choice: 0.1).",
+        0.1,
+    )
+    importance_sampling_warn_share: Share = doc(
+        "use_vllm: 03 warns in one line when TRL's importance sampling left faint, zeroed or "
+        "clipped more than this share of a step's sequences, on average over the steps "
+        "(choice: 0.2).",
+        0.2,
     )
     save_steps: Count = doc("Checkpoint every this many optimizer steps.", 50)
     save_total_limit: Count | None = doc("Keep this many newest checkpoints (None = all).", 2)

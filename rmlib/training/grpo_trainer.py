@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from rmlib.training.grpo_config import GRPOSettings, grpo_args, lora_config
+from rmlib.training.importance import cut_counts, cut_shares
 from rmlib.training.progress import progress_callback
 from rmlib.training.reward import JudgmentReward
 
@@ -100,8 +101,9 @@ def _trainer_class() -> type:
     sampler_class = _epoch_seeded_sampler_class()
 
     class ResumableGRPOTrainer(GRPOTrainer):
-        """GRPOTrainer whose data order is a function of (seed, epoch) only (exact resumes), and
-        whose log-probs on devices without Triton come from `completion_logps`."""
+        """GRPOTrainer whose data order is a function of (seed, epoch) only (exact resumes),
+        whose log-probs on devices without Triton come from `completion_logps`, and which logs
+        the share of sequences importance sampling cut (rmlib.training.importance)."""
 
         def _get_per_token_logps_and_entropies(
             self,
@@ -137,6 +139,33 @@ def _trainer_class() -> type:
                     temperature=self.temperature,
                 )
             return logps, entropies, None
+
+        def __init__(self, *args: Any, faint_weight: float, **kwargs: Any) -> None:
+            super().__init__(*args, **kwargs)
+            self.faint_weight = faint_weight  # grpo.importance_sampling_faint_weight
+
+        def _generate_and_score_completions(self, inputs: Any) -> Any:
+            output = super()._generate_and_score_completions(inputs)
+            if "importance_sampling_ratio" in output:  # use_vllm with TRL's correction on
+                self._log_cut_shares(output)
+            return output
+
+        def _log_cut_shares(self, output: dict[str, Any]) -> None:
+            """The shares of sequences (and tokens) whose importance weight TRL zeroed or
+            clipped or left faint, summed over processes, beside TRL's own sampling/* metrics."""
+            counts = cut_counts(
+                output["old_per_token_logps"],
+                output["sampling_per_token_logps"],
+                output["completion_mask"],
+                mode=self.vllm_importance_sampling_mode,
+                clip_min=self.vllm_importance_sampling_clip_min,
+                clip_max=self.vllm_importance_sampling_clip_max,
+                faint=self.faint_weight,
+            )
+            total = self.accelerator.gather(counts[None]).sum(dim=0)
+            metrics = self._metrics["train" if self.model.training else "eval"]
+            for key, share in cut_shares(total).items():
+                metrics[key].append(share)
 
         def _get_train_sampler(self, dataset: Any = None) -> Any:
             return sampler_class(
@@ -205,6 +234,7 @@ def build_trainer(
             processing_class=tokenizer,
             peft_config=lora_config(cfg),
             callbacks=[progress_callback(output_dir, verbose=verbose), *callbacks],
+            faint_weight=cfg.importance_sampling_faint_weight,
         )
     set_adapter_dtype(trainer.model, cfg.adapter_dtype)
     guard_bnb_cpu(trainer.model)

@@ -1,6 +1,6 @@
 """GRPO's progress table: one row per logged step (reward, parse failures, per-task accuracy, KL,
-loss, learning rate, lengths) in progress.jsonl and progress.csv, cut back to the checkpoint on
-a resume.
+loss, learning rate, lengths, importance sampling) in progress.jsonl and progress.csv, cut back
+to the checkpoint on a resume.
 """
 
 from __future__ import annotations
@@ -14,6 +14,7 @@ import pandas as pd
 
 from rmlib import status
 from rmlib.data._io import jsonl_rows
+from rmlib.training.importance import IS_KEYS
 
 PROGRESS_CSV = "progress.csv"
 
@@ -37,6 +38,7 @@ PROGRESS_KEYS: tuple[str, ...] = (
     "completions/clipped_ratio",
     "step_time",
     "num_tokens",
+    *IS_KEYS,  # use_vllm: TRL's importance-sampling ratio and gap, and the share it cut
 )
 
 

@@ -319,6 +319,15 @@ def training_log(cfg: RunConfig, run: RunFolder) -> pd.DataFrame:
     return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
 
 
+def importance_sampling_warning(cfg: RunConfig, log: pd.DataFrame) -> str | None:
+    """03's one line when TRL's importance sampling cut too many sequences' weights
+    (grpo.importance_sampling_warn_share); None when it did not or GRPO sampled without vLLM."""
+    from rmlib.training.importance import cut_warning
+
+    mode = cfg.grpo.trl.get("vllm_importance_sampling_mode", "")
+    return cut_warning(log, cfg.grpo.importance_sampling_warn_share, mode)
+
+
 def evaluate(cfg: RunConfig, run: RunFolder, model: str) -> dict[str, Any]:
     """Two-stage inference and every baseline for one model on the evaluation pairs.
 
