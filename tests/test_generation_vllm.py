@@ -58,6 +58,7 @@ def llm():
         kv_cache_gib=0.25,
         max_num_batched_tokens=1024,  # small: one call's prompts need several engine steps
         enforce_eager=True,
+        model_runner="v1",  # generation.model_runner: read back in the engine core below
     )
     yield rv.engine(settings)
     rv.shutdown()
@@ -90,6 +91,19 @@ def _reference_logprobs(model, tok, prompt: str, token_ids: list[int]) -> torch.
     with torch.no_grad():
         logits = model(input_ids=seq).logits[0, len(ids) - 1 : -1].float()
     return torch.log_softmax(logits, -1).gather(-1, torch.tensor(token_ids)[:, None])[:, 0]
+
+
+def test_the_model_runner_setting_reaches_the_engine_process(llm):
+    """generation.model_runner 'v1': the engine core process (spawned by LLM()) has
+    VLLM_USE_V2_MODEL_RUNNER=0 in its environment, and the engine's config reads V1."""
+    import psutil
+
+    children = psutil.Process().children(recursive=True)
+    seen = {p.pid: p.environ().get(rv.MODEL_RUNNER_ENV) for p in children if p.is_running()}
+    assert seen and "0" in seen.values(), seen
+    assert llm.llm_engine.vllm_config.use_v2_model_runner is False
+    assert rv.model_runner_env("v2") == {rv.MODEL_RUNNER_ENV: "1"}
+    assert rv.model_runner_env("auto") == {}
 
 
 def test_is_a_backend_with_the_checkpoint_stop_ids(backend):

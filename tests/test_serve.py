@@ -66,6 +66,20 @@ def test_the_server_command_is_the_engines_settings_as_vllm_reads_them(on_cuda):
     assert envs[0]["VLLM_API_KEY"] == "sk-secret"
 
 
+def test_the_model_runner_setting_goes_into_every_engine_and_server():
+    """generation.model_runner: the engine settings every in-process engine and server is made
+    from carry it; each server's environment sets it (its process reads it: the live test below)."""
+    from rmlib.generation.backends import engine_settings
+    from rmlib.generation.settings import GenerationSection
+
+    gen = GenerationSection(model_runner="v1")
+    settings = engine_settings(gen, model="m", precision="fp32", max_model_len=64, seed=0)
+    assert settings.model_runner == "v1"
+    envs = serve.server_envs(2, _spec(model_runner="v2"), on_cuda=False)
+    assert [e["VLLM_USE_V2_MODEL_RUNNER"] for e in envs] == ["1", "1"]
+    assert "VLLM_USE_V2_MODEL_RUNNER" not in serve.server_envs(1, _spec(), on_cuda=False)[0]
+
+
 def test_a_checkpoint_is_served_without_a_run_folder(tmp_path):
     """checkpoint_spec: any model and adapters, the served name, dtype and LoRA rank the
     adapter folder says (what `rmlib judge` serves a judge with)."""
@@ -145,11 +159,13 @@ def test_each_cpu_server_computes_on_its_own_cores():
 # vLLM's engine core does: stopping the server must stop the child too.
 FAKE_SERVER = textwrap.dedent(
     """
-    import json, subprocess, sys, time
+    import json, os, subprocess, sys, time
     from http.server import BaseHTTPRequestHandler, HTTPServer
     port, names, pidfile = int(sys.argv[1]), sys.argv[2].split(","), sys.argv[3]
     child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(600)"])
     open(pidfile, "a").write(f"{child.pid}\\n")
+    runner = os.environ.get("VLLM_USE_V2_MODEL_RUNNER")  # generation.model_runner
+    open(pidfile + ".runner", "a").write(f"{runner}\\n")
     time.sleep(1.0)
 
     class Handler(BaseHTTPRequestHandler):
@@ -237,6 +253,7 @@ def test_rmlib_serve_prints_the_endpoints_and_stops_every_process_on_sigterm(tmp
     out_root = tmp_path / "outputs"
     params.write_text(
         f"run: {{name: served, output_root: {out_root}}}\nmodel: {{backbone: {TINY_QWEN3}}}\n"
+        "generation: {model_runner: v2}\n"
     )
     port = serve.free_ports(1)[0]
     env = {**os.environ, "PYTHONPATH": f"{ROOT}{os.pathsep}{os.environ.get('PYTHONPATH', '')}"}
@@ -251,6 +268,8 @@ def test_rmlib_serve_prints_the_endpoints_and_stops_every_process_on_sigterm(tmp
             assert httpx2.get(f"{url}/v1/models").json()["data"] == [{"id": TINY_QWEN3}]
         children = [int(p) for p in pids.read_text().split()]
         assert len(children) == 2 and all(_alive(p) for p in children)
+        # the model runner reached each server process's environment
+        assert (tmp_path / "children.txt.runner").read_text().split() == ["1", "1"]
         assert (out_root / "served" / "serve" / f"server-{port}.log").is_file()
         stop()
     deadline = time.monotonic() + 10  # the children's own parents are gone: init reaps them

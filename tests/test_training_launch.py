@@ -266,6 +266,7 @@ def test_grpo_on_two_cpu_processes_through_the_runs_launcher(tmp_path, capfd):
     from test_training_grpo import tiny_mix, tiny_settings
 
     from rmlib.generation.models import TINY_QWEN3
+    from rmlib.generation.vllm import model_runner_env
     from rmlib.training.progress import progress_table
 
     mix, path = tiny_mix(tmp_path)
@@ -278,7 +279,10 @@ def test_grpo_on_two_cpu_processes_through_the_runs_launcher(tmp_path, capfd):
         logging_steps=1,
     )
     out = tmp_path / "train"
-    job = TrainJob.of(settings, mix=str(path), output=str(out), backbone=TINY_QWEN3, seed=3)
+    runner = model_runner_env("v1")  # generation.model_runner, as steps.train passes it
+    job = TrainJob.of(
+        settings, mix=str(path), output=str(out), backbone=TINY_QWEN3, seed=3, env=runner
+    )
     run_job(job, processes=2)
     relayed = capfd.readouterr().out
     step = "2 completions x 2 processes x 1 accumulation = 4 completions (2 prompts of 2)"
@@ -288,5 +292,6 @@ def test_grpo_on_two_cpu_processes_through_the_runs_launcher(tmp_path, capfd):
     # DDP ran without searching for unused parameters (every LoRA weight is used: a step with an
     # unused trainable parameter would have failed DDP's reduction on the second step)
     assert meta["ddp_find_unused_parameters"] is False
+    assert meta["vllm_model_runner_env"] == "0"  # read in the training process
     assert (out / "adapter_model.safetensors").is_file() and (out / "adapter_config.json").is_file()
     assert progress_table(out)["step"].tolist() == [1, 2]

@@ -102,6 +102,7 @@ def engine_settings(
         enforce_eager=(not on_cuda) if gen.enforce_eager is None else gen.enforce_eager,
         seed=seed,
         cpu_reserved_cores=gen.cpu_reserved_cores,
+        model_runner=gen.model_runner,
     )
 
 

@@ -123,8 +123,13 @@ def cpu_binds(count: int, cores: Sequence[int] | None = None) -> list[str]:
 
 def server_envs(count: int, spec: ServeSpec, *, on_cuda: bool) -> list[dict[str, str]]:
     """Each server's extra environment: its GPU on CUDA (of those visible to this process), its
-    cores on CPU; the API key the servers require (VLLM_API_KEY)."""
+    cores on CPU; the API key the servers require (VLLM_API_KEY); vLLM's model runner
+    (generation.model_runner)."""
+    from rmlib.generation.vllm import model_runner_env
+
     envs = _device_envs(count, spec, on_cuda=on_cuda)
+    for env in envs:
+        env.update(model_runner_env(spec.engine.model_runner))
     if spec.api_key:
         for env in envs:
             env["VLLM_API_KEY"] = spec.api_key

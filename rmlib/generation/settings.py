@@ -112,6 +112,13 @@ class GenerationSection:
         "merged model); 'auto': lora on CUDA, merged on CPU.",
         "auto",
     )
+    model_runner: Literal["auto", "v1", "v2"] = doc(
+        "backend 'vllm' and 'served', GRPO's colocated engine (grpo.use_vllm) and `rmlib "
+        "serve`: vLLM's model runner (VLLM_USE_V2_MODEL_RUNNER, set in every engine process). "
+        "'auto': vLLM's choice (0.32: V2 wherever Triton imports, so every CUDA machine; V1 on "
+        "CPU); 'v1': the older runner, if V2 fails on a model or feature; 'v2'.",
+        "auto",
+    )
     cpu_reserved_cores: CountOrOff | None = doc(
         "backend 'vllm' on CPU: cores left to the engine's scheduler process (None: vLLM's "
         "default, 1). 0 lets its worker compute on every core: on a 2-core machine 86 against "

@@ -59,6 +59,7 @@ from pathlib import Path
 from typing import Any
 
 from rmlib.config import MEMORY_SETTINGS, ConfigError, build_section, read_yaml
+from rmlib.generation.vllm import MODEL_RUNNER_ENV
 from rmlib.training.colocate import adapter_bases
 from rmlib.training.grpo_config import GRPOSettings, batch_plan, per_process
 from rmlib.training.grpo_trainer import build_trainer
@@ -139,6 +140,8 @@ def train_grpo(
             "completed": True,
             "pid": os.getpid(),  # which process trained (rmlib.training.launch: one per model)
             "processes": trainer.accelerator.num_processes,  # data parallel (run.gpus)
+            # as this process read it (generation.model_runner; None: vLLM's own choice)
+            "vllm_model_runner_env": os.environ.get(MODEL_RUNNER_ENV),
             # as DDP ran it (None: one process, no DDP): grpo_args turns the search off
             "ddp_find_unused_parameters": getattr(
                 trainer.model_wrapped, "find_unused_parameters", None

@@ -29,7 +29,7 @@ import os
 import signal
 import subprocess
 import sys
-from dataclasses import asdict, dataclass, replace
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -67,6 +67,9 @@ class TrainJob:
     trust_remote_code: bool = False
     seed: int = 0
     enable_thinking: bool = False
+    # set in the child's environment (vLLM's model runner for the colocated engine: it reads
+    # it from there, in the child's process)
+    env: dict[str, str] = field(default_factory=dict)
 
     @classmethod
     def of(cls, settings: GRPOSettings, **kw: Any) -> TrainJob:
@@ -124,6 +127,7 @@ def run_job(job: TrainJob, processes: int = 1) -> int:
         print(f"GRPO on {processes} processes (accelerate launch): {plan.line(settings)}")
     # unbuffered: a pipe would otherwise hold the child's progress lines until ~8 KB piled up
     env = {k: v for k, v in os.environ.items() if k not in DISTRIBUTED_ENV}
+    env.update(job.env)
     env["PYTHONUNBUFFERED"] = "1"
     child = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=env)
     decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")  # chunks split characters

@@ -255,6 +255,7 @@ def train(cfg: RunConfig, run: RunFolder, model: str) -> dict[str, Any]:
     import shutil
 
     from rmlib.generation.models import resolve_precision
+    from rmlib.generation.vllm import model_runner_env
     from rmlib.training.launch import SPEC_JSON, TrainJob, run_job
     from rmlib.training.mix import load_mix
 
@@ -284,6 +285,7 @@ def train(cfg: RunConfig, run: RunFolder, model: str) -> dict[str, Any]:
         trust_remote_code=cfg.model.trust_remote_code,
         seed=cfg.run.seed,
         enable_thinking=cfg.model.enable_thinking,
+        env=model_runner_env(cfg.generation.model_runner),  # the colocated engine's runner
     )
     pid = run_job(job, cfg.run.gpus)  # its own process(es): see rmlib.training.launch
     tmp = dest.with_name(dest.name + ".partial")
