@@ -176,6 +176,7 @@ def test_verl_keyword_arguments_are_validated_as_the_cli_validates(tok, tmp_path
         ({"group_size": 0}, r"^verl reward_kwargs: 'config.group_size': .* got 0$"),
         ({"oponent": "group"}, r"unknown key 'config.oponent' \(did you mean 'opponent'\?"),
         ({"inference": {"n_samples": -1}}, "'config.inference.n_samples'"),
+        ({"inference": ReflectConfig(n_samples=0)}, "^verl reward_kwargs: 'config.inference.n_s"),
     ]
     for config, match in cases:
         with pytest.raises(ConfigError, match=match) as e:
@@ -183,6 +184,8 @@ def test_verl_keyword_arguments_are_validated_as_the_cli_validates(tok, tmp_path
         one_line(e.value)
     with pytest.raises(ConfigError, match="^http_judge: 'generation.http_api'"):
         compute_score("s", "x", "y", {"prompt": "q"}, api="responses", **kwargs)
+    with pytest.raises(TypeError, match="^http_judge: budget must be a PromptBudget"):
+        compute_score("s", "x", "y", {"prompt": "q"}, budget=[512], **kwargs)
     with pytest.raises(
         TypeError, match="^extra_info 0 is list: a dict holding the prompt under 'prompt'"
     ):

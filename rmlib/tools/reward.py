@@ -583,6 +583,11 @@ def http_judge(
     config = _config(config, "http_judge")
     if isinstance(budget, Mapping):
         budget = PromptBudget(**budget)
+    if budget is not None and not isinstance(budget, PromptBudget):
+        raise TypeError(
+            f"http_judge: budget must be a PromptBudget or a mapping of its fields, got "
+            f"{_kind(budget)}"
+        )
     budget = budget or PromptBudget()
     gen = replace(
         generation or GenerationSection(),
@@ -626,7 +631,15 @@ def _config(config: Any, source: str) -> RewardJudgeConfig:
     if isinstance(config, RewardJudgeConfig):
         return config
     if isinstance(config, Mapping):
-        return build_section(RewardJudgeConfig, dict(config), "config", source)
+        # a section given as its dataclass (inference=ReflectConfig(...)) is checked field by
+        # field too, its errors named under this source
+        fields = {
+            k: dataclasses.asdict(v)
+            if dataclasses.is_dataclass(v) and not isinstance(v, type)
+            else v
+            for k, v in config.items()
+        }
+        return build_section(RewardJudgeConfig, fields, "config", source)
     raise TypeError(
         f"{source}: config must be a RewardJudgeConfig or a mapping of its fields, got "
         f"{_kind(config)}"
