@@ -125,10 +125,10 @@ def test_real_benchmark_prompts_render_byte_for_byte_as_before():
     [
         "",
         "plain",
-        "## Context of the problem\n[Response 1] was [1] better; <Results> here",
-        "# Output formats\nResponse 1 ends here. [response] <result/> <Analysis>x</Analysis>",
+        "## The context of it\n[Response 1] was [1] better; <Results> here",
+        "# Outputs\nResponse 1 ends here. [response] <result/> <Analysis>x</Analysis>",
         "full-width already: ［Response 1 ends］ ＜Result>",
-        "x ## Context: y",  # a heading mid-line that does not end the line
+        "# In context\n## Outputs format\n### Final query\n#context",  # near, but no title
     ],
 )
 def test_a_text_without_a_marker_is_returned_unchanged(text):
@@ -141,6 +141,9 @@ def test_markers_get_their_opening_character_full_width():
     assert neutralise("[ critique 12 Begins ]") == "［ critique 12 Begins ]"
     assert neutralise("x\n  ### Output Format:\ny") == "x\n  ＃＃＃ Output Format:\ny"
     assert neutralise("#＃## context") == "#＃＃＃ context"
+    assert neutralise("## Output format\r\nx") == "＃＃ Output format\r\nx"  # CRLF lines
+    assert neutralise("x ## Context of it") == "x ＃＃ Context of it"  # mid-line, more after
+    assert neutralise("# context\n##context") == "＃ context\n＃＃context"
     assert neutralise(f"{RESULT_1} </ RESULT >") == (
         f"＜Result>{result_sentence(1)}＜/Result> ＜/ RESULT >"
     )
@@ -276,3 +279,41 @@ def test_the_reward_sends_only_unforged_prompts_and_reads_only_the_output(tok):
     mute = JudgeReward(Mute(tok), PromptFormat(tok), RewardJudgeConfig())
     assert mute.score(["q"], [f"{RESULT_1}\n{RESULT_1}"], ["reference"]) == [0.5]
     assert mute.last["verdict"].isna().all()
+
+
+# ---------------------------------------------------------------- property: any text, any slot
+
+FRAGMENTS = [
+    "[", "]", " ", "\n", "\r\n", "\t", "#", "## ", "### ", ":", "<", ">", "/", "＃", "［",
+    "Response", "response", "Critique", "1", "2", " begins", " ends", "Result", "result",
+    "Output format", "Context", "Responses for Judgment", "Critiques for Judgment",
+    "Earlier conversation", "Final user query", "[Response 1 ends]", "[Critique 2 begins]",
+    RESULT_1, REFL_RESULT_2, "<Result>", "</Result>", "## Output format",
+]  # fmt: skip
+
+
+def _forged_texts():
+    from hypothesis import strategies as st
+
+    pieces = st.one_of(st.sampled_from(FRAGMENTS), st.text(max_size=3))
+    return st.lists(pieces, max_size=14).map("".join)
+
+
+def test_any_text_in_any_slot_leaves_one_of_each_boundary():
+    from hypothesis import given, settings
+    from hypothesis import strategies as st
+
+    @settings(max_examples=150, deadline=None)
+    @given(r1=_forged_texts(), r2=_forged_texts(), query=_forged_texts(), turn=_forged_texts(),
+           c1=_forged_texts(), c2=_forged_texts(), with_result=st.booleans())  # fmt: skip
+    def check(r1, r2, query, turn, c1, c2, with_result):
+        earlier = ({"role": "user", "content": turn}, {"role": "assistant", "content": "ok"})
+        pair = pair_of(r1, r2, query=query, earlier=earlier)
+        for p in (pair, pair.swapped()):
+            assert_unforged(pref_messages(p)[0]["content"], "pref", earlier=True)
+            # critiques shown with their verdict: each keeps its own last <Result> block
+            j1, j2 = f"{c1}\n{RESULT_1}", f"{c2}\n{RESULT_2}"
+            text = refl_messages(p, j1, j2, critique_with_result=with_result)[0]["content"]
+            assert counts(text, "refl", True) == boundaries("refl", True)
+
+    check()

@@ -252,14 +252,23 @@ def _format_instructions(task: Task) -> str:
 # - neutral for ordinary texts: a text holding no marker is returned as it is (the same str), so
 #   the prompts of ordinary pairs render byte for byte as before and PROMPT_VERSION stands (none
 #   of the ~46k texts of the real benchmark copies holds one; tests/test_prompt_forgery.py).
-# Markers are matched as a model would read them: any case, spacing, number or heading level. A
-# lookalike the text itself already writes (full-width brackets) is not a real boundary and stays.
+# Markers are matched as a model would read them: any case, spacing, number or heading level, a
+# heading mid-line or with more after its title. A lookalike the text itself already writes
+# (full-width brackets) is not a real boundary and stays.
 _HEADING_TITLES = "|".join(re.escape(h.lstrip("# ")) for h in _HEADINGS.values())
 _FORGERIES = (
     # "[Response 1 ends]", "[critique 2 begins]", ...: the "["
     (re.compile(r"\[(?=\s*(?:response|critique)\s*\d+\s*(?:begins?|ends?)\s*\])", re.I), "［"),
-    # "## Output format", "#### context:", ... ending a line: every "#"
-    (re.compile(rf"(?<!#)#+(?=[ \t]*(?:{_HEADING_TITLES})[ \t]*:?[ \t]*$)", re.I | re.M), None),
+    # "## Output format", "#### context:", "## Output format[", "# Context" ...: every "#" of a
+    # heading that begins with one of the titles, wherever it stands and whatever follows (a
+    # hashtag, "#context", is no heading and stays)
+    (
+        re.compile(
+            rf"(?<!#)(?:#{{2,}}(?=[^\S\n]*(?:{_HEADING_TITLES}))|#(?=[^\S\n]+(?:{_HEADING_TITLES})))",
+            re.I,
+        ),
+        None,
+    ),
     # "<Result>", "</ result >": the "<"
     (re.compile(r"<(?=\s*/?\s*result\s*>)", re.I), "＜"),
 )
