@@ -3,7 +3,8 @@
 - `fields`: a documented field (`doc`), the pydantic config of every section (`PARAMS`: unknown
   keys are errors), the types that carry each number's range (`Count`, `Share`, ...);
 - `errors`: `ConfigError` (one line: file, dotted key, value, what is allowed), `build_section`
-  (a mapping validated into a section's dataclass), `MOVED_KEYS`;
+  (a mapping validated into a section's dataclass), `check_built` (a section built in Python,
+  validated as a file's), `MOVED_KEYS`;
 - `files`: the params YAML reader (`read_yaml`: base-60 numbers stay text), dotted keys;
 - `memory`: the settings that size memory, not results (`MEMORY_SETTINGS`);
 - `project`: where notebooks/ and params/ are.
@@ -13,7 +14,7 @@ The sections themselves live with the package they configure (`rmlib.generation.
 into a `RunConfig`.
 """
 
-from rmlib.config.errors import MOVED_KEYS, ConfigError, build_section
+from rmlib.config.errors import MOVED_KEYS, ConfigError, build_section, check_built
 from rmlib.config.fields import (
     PARAMS,
     Count,
@@ -51,6 +52,7 @@ __all__ = [
     "Seed",
     "Share",
     "build_section",
+    "check_built",
     "doc",
     "not_a_mapping",
     "project_root",

@@ -8,6 +8,7 @@ import dataclasses
 import difflib
 import functools
 import typing
+from contextvars import ContextVar
 from typing import Any
 
 from pydantic import TypeAdapter, ValidationError
@@ -38,6 +39,25 @@ def build_section(cls: type, data: Any, where: str, source: str) -> Any:
         return _validator(cls).validate_python({} if data is None else data)
     except ValidationError as e:
         raise ConfigError(_first_error(e, cls, where, source)) from None
+
+
+_CHECKING: ContextVar[bool] = ContextVar("rmlib_check_built", default=False)
+
+
+def check_built(section: Any, where: str, source: str) -> None:
+    """A section's dataclass built in Python (not read from a file) validated as a params file's
+    is (`build_section`): the same ranges, types and checks, the same one-line ConfigError.
+
+    Meant for a `__post_init__`: the copy pydantic builds to validate runs that `__post_init__`
+    again, and that nested call returns at once.
+    """
+    if _CHECKING.get():
+        return
+    token = _CHECKING.set(True)
+    try:
+        build_section(type(section), dataclasses.asdict(section), where, source)
+    finally:
+        _CHECKING.reset(token)
 
 
 def _first_error(e: ValidationError, cls: type, where: str, source: str) -> str:

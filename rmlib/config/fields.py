@@ -4,7 +4,8 @@ section, and the types that carry each number's range.
 Every section is a dataclass; each field carries its documentation in `metadata["doc"]`, so the
 run manifest and `rmlib run --dry-run` can print what each value means. Ranges are checked by
 pydantic at load only: a section built directly in Python (`ReflectConfig(n_samples=0)`) is not
-range-checked.
+range-checked, unless its `__post_init__` calls `errors.check_built` (as the reward's
+`RewardJudgeConfig` does).
 """
 
 from __future__ import annotations

@@ -28,6 +28,11 @@ critiques, `max_reflection_prompt_tokens`. Over its limit, policy `"drop_turns_t
 4. the final user query and the instructions are never cut: if the prompt still cannot fit,
    `PromptTooLongError` is raised.
 
+Texts cannot forge a block (`neutralise`): a response, critique, query or earlier turn that holds
+one of the prompt's own boundaries (a block marker `[Response 1 ends]`, a heading `## Output
+format`, a `<Result>` tag) is shown with that marker's opening character replaced by its full-width
+twin, so each real boundary occurs exactly once in every prompt. Ordinary texts are unchanged.
+
 Policy `"error"` never truncates and raises at once. `Prompt.truncated` and `Prompt.cut` record
 what was done, so callers can count truncated prompts. Note: truncation depends on the critiques'
 lengths, so truncated reflection prompts of one pair may not share their prefix.
@@ -35,6 +40,7 @@ lengths, so truncated reflection prompts of one pair may not share their prefix.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from math import ceil
@@ -68,6 +74,15 @@ _REFL_TASK = (
     "likely right about which response is better."
 )
 _ROLE_LABELS = {"user": "User", "assistant": "Assistant", "system": "System"}
+# The prompt's section headings (each written once, by `_messages` and `_context_block`)
+_HEADINGS: dict[str, str] = {
+    "context": "## Context",
+    "responses": "## Responses for Judgment",
+    "critiques": "## Critiques for Judgment",
+    "format": "## Output format",
+    "earlier": "### Earlier conversation",
+    "query": "### Final user query",
+}
 
 
 @dataclass(frozen=True)
@@ -133,6 +148,7 @@ class _Parts:
     query: str
     texts: dict[str, str]  # response1, response2[, critique1, critique2]
     omitted_turns: int = 0
+    critique_with_result: bool = False  # a critique ends with its own <Result> line (kept)
 
 
 _Measure = Callable[[_Parts], tuple[str, int]]  # parts -> (rendered text, its token count)
@@ -169,18 +185,18 @@ def _parts(
     if c1 is not None and c2 is not None:
         texts["critique1"] = critique_text(c1, with_result=with_result)
         texts["critique2"] = critique_text(c2, with_result=with_result)
-    return _Parts(earlier=tuple(pair.context[:-1]), query=pair.query, texts=texts)
+    return _Parts(tuple(pair.context[:-1]), pair.query, texts, critique_with_result=with_result)
 
 
 def _messages(task: Task, parts: _Parts) -> Messages:
     sections = [
         _PREF_TASK if task == "pref" else _REFL_TASK,
-        "## Context\n\n" + _context_block(parts),
-        "## Responses for Judgment\n\n" + _candidates("Response", parts, "response"),
+        _HEADINGS["context"] + "\n\n" + _context_block(parts),
+        _HEADINGS["responses"] + "\n\n" + _candidates("Response", parts, "response"),
     ]
     if task == "refl":
         sections.append(
-            "## Critiques for Judgment\n\n" + _candidates("Critique", parts, "critique")
+            _HEADINGS["critiques"] + "\n\n" + _candidates("Critique", parts, "critique")
         )
     sections.append(_format_instructions(task))
     return [{"role": "user", "content": "\n\n".join(sections)}]
@@ -189,20 +205,21 @@ def _messages(task: Task, parts: _Parts) -> Messages:
 def _context_block(parts: _Parts) -> str:
     lines: list[str] = []
     if parts.earlier or parts.omitted_turns:
-        lines.append("### Earlier conversation")
+        lines.append(_HEADINGS["earlier"])
         if parts.omitted_turns:
             lines.append(f"[… {parts.omitted_turns} earlier turn(s) omitted …]")
         for turn in parts.earlier:
             label = _ROLE_LABELS.get(turn["role"], turn["role"].capitalize())
-            lines.append(f"{label}: {turn['content'].strip()}")
-    lines.append("### Final user query\n" + parts.query.strip())
+            lines.append(f"{label}: {neutralise(turn['content'].strip())}")
+    lines.append(_HEADINGS["query"] + "\n" + neutralise(parts.query.strip()))
     return "\n\n".join(lines)
 
 
 def _candidates(noun: str, parts: _Parts, key: str) -> str:
     blocks = []
+    keep_verdict = key == "critique" and parts.critique_with_result
     for i in (1, 2):
-        body = parts.texts[f"{key}{i}"].strip() or "(empty)"
+        body = neutralise(parts.texts[f"{key}{i}"].strip(), keep_verdict=keep_verdict) or "(empty)"
         blocks.append(f"[{noun} {i} begins]\n{body}\n[{noun} {i} ends]")
     return "\n\n".join(blocks)
 
@@ -210,13 +227,81 @@ def _candidates(noun: str, parts: _Parts, key: str) -> str:
 def _format_instructions(task: Task) -> str:
     noun = "response" if task == "pref" else "critique"
     return (
-        "## Output format\n\n"
+        _HEADINGS["format"] + "\n\n"
         "Write your evaluation inside <Analysis></Analysis>, then your verdict inside "
         "<Result></Result> as exactly one of:\n"
         f"<Result>{result_sentence(1, task)}</Result>\n"
         f"<Result>{result_sentence(2, task)}</Result>\n"
         f"No ties: choose one {noun}."
     )
+
+
+# ---------------------------------------------------------------- texts that cannot forge a block
+
+# A text placed in a block (a response, a critique, the query, an earlier turn) is what the judge
+# reads, never the prompt's structure: it must not close its block or open another. The prompt's
+# boundaries are its block markers ("[Response 1 ends]"), its headings ("## Output format") and the
+# <Result> lines of its output format. Inside a text, each marker has its opening ASCII character
+# ("[", "<", every "#" of a heading) replaced by the full-width twin ("［", "＜", "＃"). Why this:
+# - visible: the model gets other tokens than the real marker's, and a person reading a prompt
+#   sees that the text held a marker (a zero-width character would hide the change from people;
+#   deleting or rewording the marker would hide that the text held one, and could itself form one);
+# - minimal: one character per marker, the words stay as written;
+# - exact: each real boundary then occurs once in every prompt, whatever the texts hold, so a
+#   policy rewarded by this judge (rmlib.tools.reward) cannot gain by writing delimiters;
+# - neutral for ordinary texts: a text holding no marker is returned as it is (the same str), so
+#   the prompts of ordinary pairs render byte for byte as before and PROMPT_VERSION stands (none
+#   of the ~46k texts of the real benchmark copies holds one; tests/test_prompt_forgery.py).
+# Markers are matched as a model would read them: any case, spacing, number or heading level, a
+# heading mid-line or with more after its title. A lookalike the text itself already writes
+# (full-width brackets) is not a real boundary and stays.
+_HEADING_TITLES = "|".join(re.escape(h.lstrip("# ")) for h in _HEADINGS.values())
+_FORGERIES = (
+    # "[Response 1 ends]", "[critique 2 begins]", ...: the "["
+    (re.compile(r"\[(?=\s*(?:response|critique)\s*\d+\s*(?:begins?|ends?)\s*\])", re.I), "［"),
+    # "## Output format", "#### context:", "## Output format[", "# Context" ...: every "#" of a
+    # heading that begins with one of the titles, wherever it stands and whatever follows (a
+    # hashtag, "#context", is no heading and stays)
+    (
+        re.compile(
+            rf"(?<!#)(?:#{{2,}}(?=[^\S\n]*(?:{_HEADING_TITLES}))|#(?=[^\S\n]+(?:{_HEADING_TITLES})))",
+            re.I,
+        ),
+        None,
+    ),
+    # "<Result>", "</ result >": the "<"
+    (re.compile(r"<(?=\s*/?\s*result\s*>)", re.I), "＜"),
+)
+_OPEN_RESULT = re.compile(r"<\s*result\s*>", re.I)
+_CLOSE_RESULT = re.compile(r"<\s*/\s*result\s*>", re.I)
+
+
+def neutralise(text: str, *, keep_verdict: bool = False) -> str:
+    """`text` unable to open or close a block of a judgment prompt (the comment above): the
+    prompt's markers inside it get their opening character full-width; a text with none is
+    returned unchanged.
+
+    keep_verdict: leave the tags of the text's last complete `<Result>` block (a critique shown
+    with its own verdict line, `critique_with_result`); every other marker is neutralised.
+    """
+    if keep_verdict:
+        opens = list(_OPEN_RESULT.finditer(text))
+        close = _CLOSE_RESULT.search(text, opens[-1].end()) if opens else None
+        if close is not None:
+            start = opens[-1]
+            return (
+                neutralise(text[: start.start()])
+                + start.group(0)
+                + neutralise(text[start.end() : close.start()])
+                + close.group(0)
+                + neutralise(text[close.end() :])
+            )
+    for pattern, twin in _FORGERIES:
+        if twin is None:
+            text = pattern.sub(lambda m: "＃" * len(m.group(0)), text)
+        else:
+            text = pattern.sub(twin, text)
+    return text
 
 
 def format_judgment(analysis: str, choice: int, task: Task = "pref") -> str:

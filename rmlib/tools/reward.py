@@ -46,6 +46,7 @@ import asyncio
 import dataclasses
 import json
 import math
+import reprlib
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -53,14 +54,13 @@ from typing import Any, Literal
 
 import pandas as pd
 
-from rmlib.config import PARAMS, Count, doc
+from rmlib.config import PARAMS, Count, Finite, build_section, check_built, doc
 from rmlib.data.pair import Pair
 from rmlib.generation.base import Backend
 from rmlib.generation.settings import GenerationSection
 from rmlib.judge import judgments as judge
 from rmlib.judge.prompts import PromptBudget, PromptFormat
 from rmlib.reflect.settings import ReflectConfig
-from rmlib.training.reward import completion_text
 
 Opponent = Literal["reference", "group", "round_robin"]
 Method = Literal["greedy", "reflectrm"]
@@ -108,7 +108,7 @@ class RewardJudgeConfig:
         "of 0/1 wins; method 'greedy' only.",
         False,
     )
-    unparsed_reward: float | None = doc(
+    unparsed_reward: Finite | None = doc(
         "The reward of a completion none of whose comparisons gave a verdict: 0.5 is no "
         "preference; None hands TRL a missing reward (NaN).",
         0.5,
@@ -126,12 +126,11 @@ class RewardJudgeConfig:
     )
 
     def __post_init__(self) -> None:
-        if self.opponent not in ("reference", "group", "round_robin"):
-            raise ValueError(f"unknown opponent {self.opponent!r}")
-        if self.method not in ("greedy", "reflectrm"):
-            raise ValueError(f"unknown method {self.method!r}")
         if self.soft and self.method != "greedy":
             raise ValueError("soft rewards read one verdict's log-prob: method 'greedy' only")
+        # built in Python, validated as a params section is: the fields' types and ranges (a
+        # group size of 0, an unknown opponent, inference.n_samples 0) are one ConfigError line
+        check_built(self, "RewardJudgeConfig", "rmlib.tools.reward")
 
 
 @dataclass(frozen=True)
@@ -165,9 +164,16 @@ class JudgeReward:
         reflection_backend: Backend | None = None,
         name: str = "reflectrm_judge",
     ) -> None:
+        if not callable(getattr(backend, "generate", None)):
+            raise TypeError(f"backend must be a Backend (with generate()), got {_kind(backend)}")
+        if not isinstance(fmt, PromptFormat):
+            raise TypeError(
+                f"fmt must be a rmlib.judge.prompts.PromptFormat (PromptFormat(tokenizer)), got "
+                f"{_kind(fmt)}"
+            )
         self.backend = backend
         self.fmt = fmt
-        self.config = config or RewardJudgeConfig()
+        self.config = _config(config, "JudgeReward(config=...)")
         self.reflection_backend = reflection_backend
         self.__name__ = name  # TRL names the reward's metrics after it
         self.last = pd.DataFrame(columns=list(COMPARISON_COLUMNS))
@@ -191,9 +197,19 @@ class JudgeReward:
         completions: Sequence[Any],
         references: Sequence[Any] | None = None,
     ) -> list[float | None]:
-        """The rewards of `completions` (each answering its `prompts` entry), synchronously."""
+        """The rewards of `completions` (each answering its `prompts` entry), synchronously.
+
+        Each prompt is a str or chat messages ending with the user's turn; each completion and
+        reference a str or chat messages (the last one's content is the text). Anything else is
+        a TypeError or ValueError of one line naming its index and the accepted forms.
+        """
+        prompts, completions = _batch(prompts, "prompts"), _batch(completions, "completions")
         if len(prompts) != len(completions):
             raise ValueError(f"{len(prompts)} prompts for {len(completions)} completions")
+        if references is not None:
+            references = _batch(references, "references")
+        # the config may have been changed since it was built: checked at each call
+        check_built(self.config, "JudgeReward.config", "rmlib.tools.reward")
         comparisons = _comparisons(prompts, completions, references, self.config)
         verdicts = self._verdicts(comparisons)
         self.last = _table(comparisons, verdicts)
@@ -304,11 +320,16 @@ def _comparisons(
     cfg: RewardJudgeConfig,
 ) -> list[_Comparison]:
     """Each comparison in the given order (and swapped, with `both_orders`), in one list."""
-    texts = [completion_text(c) for c in completions]
+    contexts = [prompt_context(p, f"prompt {i}") for i, p in enumerate(prompts)]
+    texts = [answer_text(c, f"completion {i}") for i, c in enumerate(completions)]
     if cfg.opponent == "reference":
         if references is None or len(references) != len(texts):
-            raise ValueError("opponent 'reference' needs one reference per completion")
-        refs = [completion_text(r) for r in references]
+            got = "none" if references is None else len(references)
+            raise ValueError(
+                f"opponent 'reference' needs one reference per completion: {got} for "
+                f"{len(texts)} completions"
+            )
+        refs = [answer_text(r, f"reference {i}") for i, r in enumerate(references)]
         matchups = [(i, REFERENCE, refs[i]) for i in range(len(texts))]
     else:
         matchups = [
@@ -322,7 +343,7 @@ def _comparisons(
             id=f"c{k}",
             source="reward",
             subset=cfg.opponent,
-            context=_context(prompts[i]),
+            context=contexts[i],
             response1=texts[i],
             response2=other,
             label=1,  # unused: who won is read from the verdict and the slots
@@ -365,11 +386,123 @@ def _key(prompt: Any) -> str:
     return prompt if isinstance(prompt, str) else json.dumps(prompt, sort_keys=True, default=str)
 
 
-def _context(prompt: Any) -> tuple[dict[str, str], ...]:
-    """A TRL prompt (text, or conversational messages) as a Pair's context."""
-    if isinstance(prompt, str):
-        return ({"role": "user", "content": prompt},)
-    return tuple({"role": m["role"], "content": completion_text([m])} for m in prompt)
+# ---------------------------------------------------------------------- the inputs, checked
+
+TEXT_FORMS = (
+    "a str, or chat messages: a list of {'role': str, 'content': str} dicts (content may also be "
+    "a list of {'type': 'text', 'text': str} blocks)"
+)
+_SHORT = reprlib.Repr()  # a value in an error line: short, and one line (repr escapes newlines)
+_SHORT.maxstring = _SHORT.maxother = 40
+_SHORT.maxlist = _SHORT.maxtuple = _SHORT.maxdict = 3
+_SHORT.maxlevel = 2
+_brief = _SHORT.repr
+
+
+def _kind(value: Any) -> str:
+    return "None" if value is None else type(value).__name__
+
+
+def _shown(value: Any) -> str:
+    """What a bad value is, in a few words: "None", "an int 3", "a list [...]"."""
+    if value is None:
+        return "None"
+    kind = type(value).__name__
+    return f"{'an' if kind[0] in 'aeiou' else 'a'} {kind} {_brief(value)}"
+
+
+def _batch(value: Any, name: str) -> list[Any]:
+    """A batch argument as a list: any sized, indexable collection but a text or a mapping
+    (verl hands numpy object arrays, TRL lists)."""
+    if isinstance(value, str | bytes | Mapping) or not (
+        hasattr(value, "__len__") and hasattr(value, "__getitem__")
+    ):
+        raise TypeError(f"{name} must be a list with one entry per completion, got {_kind(value)}")
+    return list(value)
+
+
+def _checked_str(text: str, what: str) -> str:
+    """`text`, refused if it cannot be encoded (a lone surrogate: the tokenizer and the store
+    need UTF-8)."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError as e:
+        raise ValueError(
+            f"{what} is not valid Unicode text: {text[e.start]!r} at character {e.start} (a lone "
+            "surrogate); decode its bytes with errors='replace'"
+        ) from None
+    return text
+
+
+def _messages(value: Any, what: str) -> list[dict[str, str]]:
+    """Chat messages (a list of them, or one dict) as role/content texts, each checked."""
+    if isinstance(value, bytes | bytearray):
+        raise TypeError(f"{what} is bytes: decode it to str; accepted: {TEXT_FORMS}")
+    if isinstance(value, Mapping):
+        value = [value]
+    if not isinstance(value, list | tuple):
+        raise TypeError(f"{what} is {_shown(value)}; accepted: {TEXT_FORMS}")
+    if not value:
+        raise ValueError(f"{what} is an empty message list; accepted: {TEXT_FORMS}")
+    out = []
+    for j, m in enumerate(value):
+        here = f"{what}, message {j}"
+        if not isinstance(m, Mapping):
+            deeper = " (a batch nested one level too deep?)" if isinstance(m, list) else ""
+            raise TypeError(
+                f"{here} is {_shown(m)}, not a {{'role', 'content'}} dict{deeper}; "
+                f"accepted: {TEXT_FORMS}"
+            )
+        role = m.get("role", "assistant")
+        if not isinstance(role, str):
+            raise TypeError(f"{here} has role {_shown(role)}: a str ('user', 'assistant', ...)")
+        if "content" not in m:
+            raise ValueError(f"{here} has no 'content' (keys: {sorted(map(str, m))})")
+        out.append({"role": role, "content": _content(m["content"], here)})
+    return out
+
+
+def _content(content: Any, where: str) -> str:
+    if isinstance(content, str):
+        return _checked_str(content, f"{where}'s content")
+    if isinstance(content, list | tuple):  # content blocks: the judge reads their text
+        parts = []
+        for k, block in enumerate(content):
+            text = block.get("text") if isinstance(block, Mapping) else None
+            if not isinstance(text, str):
+                raise TypeError(
+                    f"{where}, content block {k} is {_brief(block)}: the judge reads text "
+                    "blocks only ({'type': 'text', 'text': str})"
+                )
+            parts.append(_checked_str(text, f"{where}, content block {k}"))
+        return "".join(parts)
+    raise TypeError(
+        f"{where} has content {_shown(content)}: a str or a list of "
+        "{'type': 'text', 'text': str} blocks"
+    )
+
+
+def answer_text(value: Any, what: str) -> str:
+    """The text of a completion or a reference: a str, or the last chat message's content.
+    A None, a number, bytes, a wrong nesting or a bad message is a TypeError or ValueError of
+    one line naming `what` (e.g. "completion 3") and the accepted forms."""
+    if isinstance(value, str):
+        return _checked_str(value, what)
+    return _messages(value, what)[-1]["content"]
+
+
+def prompt_context(value: Any, what: str) -> tuple[dict[str, str], ...]:
+    """A TRL prompt (text, or conversational messages ending with the user's turn) as a Pair's
+    context; anything else is one line naming `what` (e.g. "prompt 0")."""
+    if isinstance(value, str):
+        return ({"role": "user", "content": _checked_str(value, what)},)
+    messages = _messages(value, what)
+    if messages[-1]["role"] != "user":
+        raise ValueError(
+            f"{what}'s last message has role {messages[-1]['role']!r}: the judge needs the "
+            "user's query last"
+        )
+    return tuple(messages)
 
 
 # ---------------------------------------------------------------------- rewards
@@ -447,12 +580,15 @@ def http_judge(
     from rmlib.generation.backends import build_backend
     from rmlib.generation.registry import Needs, Weights
 
-    if isinstance(config, Mapping):
-        config = _config_from(config)
+    config = _config(config, "http_judge")
     if isinstance(budget, Mapping):
         budget = PromptBudget(**budget)
+    if budget is not None and not isinstance(budget, PromptBudget):
+        raise TypeError(
+            f"http_judge: budget must be a PromptBudget or a mapping of its fields, got "
+            f"{_kind(budget)}"
+        )
     budget = budget or PromptBudget()
-    config = config or RewardJudgeConfig()
     gen = replace(
         generation or GenerationSection(),
         backend="http",
@@ -461,6 +597,8 @@ def http_judge(
         http_logprobs_kind=logprobs_kind,
         progress=progress,
     )
+    # the client's settings checked as a params file's generation section is (api, timeouts)
+    gen = build_section(GenerationSection, dataclasses.asdict(gen), "generation", "http_judge")
     # the server's weights are its own: the store keys on the served name (precision unknown)
     weights = Weights(checkpoint=tokenizer, precision=None, served_name=model)
     needs = Needs(
@@ -485,11 +623,27 @@ def _context_tokens(budget: PromptBudget, config: RewardJudgeConfig) -> int:
     return budget.max_prompt_tokens + infer.max_new_tokens
 
 
-def _config_from(fields: Mapping[str, Any]) -> RewardJudgeConfig:
-    fields = dict(fields)
-    if isinstance(fields.get("inference"), Mapping):
-        fields["inference"] = ReflectConfig(**fields["inference"])
-    return RewardJudgeConfig(**fields)
+def _config(config: Any, source: str) -> RewardJudgeConfig:
+    """A RewardJudgeConfig, or its fields as a mapping (verl's reward kwargs are plain values),
+    validated as a params section is (one ConfigError line); None = the defaults."""
+    if config is None:
+        return RewardJudgeConfig()
+    if isinstance(config, RewardJudgeConfig):
+        return config
+    if isinstance(config, Mapping):
+        # a section given as its dataclass (inference=ReflectConfig(...)) is checked field by
+        # field too, its errors named under this source
+        fields = {
+            k: dataclasses.asdict(v)
+            if dataclasses.is_dataclass(v) and not isinstance(v, type)
+            else v
+            for k, v in config.items()
+        }
+        return build_section(RewardJudgeConfig, fields, "config", source)
+    raise TypeError(
+        f"{source}: config must be a RewardJudgeConfig or a mapping of its fields, got "
+        f"{_kind(config)}"
+    )
 
 
 _VERL_JUDGES: dict[str, JudgeReward] = {}
@@ -500,8 +654,8 @@ def _verl_judge(judge_kwargs: Mapping[str, Any]) -> JudgeReward:
     key = json.dumps(judge_kwargs, sort_keys=True, default=str)
     if key not in _VERL_JUDGES:
         kwargs = dict(judge_kwargs)
-        config = dict(kwargs.pop("config", None) or {})
-        if config.get("opponent", "reference") != "reference":
+        config = _config(kwargs.pop("config", None), "verl reward_kwargs")
+        if config.opponent != "reference":
             raise ValueError(
                 "verl scores one response against its ground truth: opponent 'reference'"
             )
@@ -521,9 +675,18 @@ def compute_score_batch(
     """verl's batch form: the rewards of `solution_strs` against their ground truths (reference
     completions), judged in one call. `extra_infos[i][prompt_key]`: the prompt (text or chat
     messages). judge_kwargs: `http_judge`'s arguments (verl's reward_kwargs)."""
+    batch = {
+        "data_sources": _batch(data_sources, "data_sources"),
+        "solution_strs": _batch(solution_strs, "solution_strs"),
+        "ground_truths": _batch(ground_truths, "ground_truths"),
+        "extra_infos": _batch(extra_infos, "extra_infos"),
+    }
+    if len({len(v) for v in batch.values()}) > 1:
+        sizes = ", ".join(f"{len(v)} {k}" for k, v in batch.items())
+        raise ValueError(f"verl's batch lists must be as long as each other: {sizes}")
+    prompts = [_verl_prompt(info, prompt_key, i) for i, info in enumerate(batch["extra_infos"])]
     reward = _verl_judge(judge_kwargs)
-    prompts = [_verl_prompt(info, prompt_key) for info in extra_infos]
-    scores = reward.score(prompts, list(solution_strs), list(ground_truths))
+    scores = reward.score(prompts, batch["solution_strs"], batch["ground_truths"])
     # verl wants a number for every response: a missing reward is no preference
     return [0.5 if s is None else float(s) for s in scores]
 
@@ -548,7 +711,11 @@ def compute_score(
     )[0]
 
 
-def _verl_prompt(info: Mapping[str, Any] | None, key: str) -> Any:
+def _verl_prompt(info: Mapping[str, Any] | None, key: str, index: int = 0) -> Any:
+    if info is not None and not isinstance(info, Mapping):
+        raise TypeError(
+            f"extra_info {index} is {_kind(info)}: a dict holding the prompt under {key!r}"
+        )
     if not info or key not in info:
         raise KeyError(
             f"the judge needs each response's prompt: put it in the dataset's extra_info under "
