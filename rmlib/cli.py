@@ -23,7 +23,7 @@ import yaml
 from rmlib.config import ConfigError, read_yaml
 from rmlib.data._io import HubUnavailable
 from rmlib.data.pair import DataError
-from rmlib.run.lock import RunFolderBusy
+from rmlib.run.lock import FileBusy, RunFolderBusy
 from rmlib.workbook.execute import NotebookFailed
 from rmlib.workbook.lab import add_lab_parser
 
@@ -40,6 +40,7 @@ EXPECTED_ERRORS: tuple[type[BaseException], ...] = (
     OSError,
     NotebookFailed,
     RunFolderBusy,
+    FileBusy,
 )
 
 
@@ -532,7 +533,7 @@ def _servers(args: argparse.Namespace) -> Iterator[tuple[Any, Any]]:
     from rmlib.run.backends import served
     from rmlib.run.config import load_config
     from rmlib.run.folder import RunFolder
-    from rmlib.tools.serve import checkpoint_spec
+    from rmlib.tools.serve import checkpoint_spec, fit_max_model_len
 
     adapters = dict(args.adapters)
     if args.checkpoint is None:
@@ -553,9 +554,12 @@ def _servers(args: argparse.Namespace) -> Iterator[tuple[Any, Any]]:
         return
     if args.models or args.overrides:
         raise UsageError("--model and --set go with PARAMS.yaml, not --checkpoint")
+    max_model_len, note = fit_max_model_len(args.checkpoint, args.max_model_len)
+    if note:
+        print(f"rmlib: {note}", file=sys.stderr)
     spec = checkpoint_spec(
         args.checkpoint, served_name=args.served_name, adapters=adapters,
-        precision=args.precision, max_model_len=args.max_model_len,
+        precision=args.precision, max_model_len=max_model_len,
         generation=GenerationSection(adapters=args.adapter_mode, kv_cache_gib=args.kv_cache_gib),
     )  # fmt: skip
     timeout = GenerationSection().serve_start_timeout if args.timeout is None else args.timeout
@@ -689,11 +693,13 @@ def _add_field_option(parser: argparse.ArgumentParser, option: str, keys: tuple[
 
 
 def _judge(args: argparse.Namespace) -> int:
-    from rmlib.tools.judge import config_from_args, judge_file, load_pairs
+    from rmlib.tools.judge import check_model, config_from_args, given_keys, judge_file, load_pairs
 
     if (args.pairs is None) == (args.source is None):
         raise UsageError("give a pairs file or --source (one of them)")
-    cfg = config_from_args(args)
+    if args.source is None and (args.path or args.split):
+        raise UsageError("--path and --split go with --source: a pairs file is judged whole")
+    cfg, note = check_model(config_from_args(args), given_keys(args))
     loaded = load_pairs(
         args.source,
         args.pairs if args.source is None else args.path,
@@ -703,7 +709,12 @@ def _judge(args: argparse.Namespace) -> int:
         split=args.split,
     )
     result = judge_file(
-        loaded, cfg, args.output, store=args.store, log=lambda m: print(m, file=sys.stderr)
+        loaded,
+        cfg,
+        args.output,
+        store=args.store,
+        log=lambda m: print(m, file=sys.stderr),
+        note=note,
     )
     print(json.dumps(result, ensure_ascii=False, indent=2))
     return 0
@@ -732,6 +743,23 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+# Expected errors of modules the command line does not import up front (they import their
+# engines: openai, ...): module -> the names of their error classes. An error of one of them can
+# only be raised once its module is loaded, so it is looked up then (`_expected_late`).
+LATE_EXPECTED_ERRORS: dict[str, tuple[str, ...]] = {
+    # a server that fails, is unreachable or whose context is too short: each names its URL
+    "rmlib.generation.http": ("HTTPBackendError",),
+}
+
+
+def _expected_late(err: BaseException) -> bool:
+    for module, names in LATE_EXPECTED_ERRORS.items():
+        loaded = sys.modules.get(module)
+        if loaded is not None and isinstance(err, tuple(getattr(loaded, n) for n in names)):
+            return True
+    return False
+
+
 def _one_line(err: BaseException) -> str:
     text = " ".join(str(err).split()) or type(err).__name__
     if isinstance(err, FileNotFoundError) and err.filename and str(err.filename) not in text:
@@ -748,6 +776,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"rmlib: error: {_one_line(err)}", file=sys.stderr)
         return EXIT_USAGE
     except EXPECTED_ERRORS as err:
+        print(f"rmlib: error: {_one_line(err)}", file=sys.stderr)
+        return EXIT_ERROR
+    except Exception as err:
+        if not _expected_late(err):
+            raise
         print(f"rmlib: error: {_one_line(err)}", file=sys.stderr)
         return EXIT_ERROR
     except KeyboardInterrupt as err:
