@@ -74,13 +74,21 @@ def test_default_budgets_are_clipped_to_the_window_in_one_line():
 
 
 def test_a_budget_the_user_set_that_does_not_fit_is_refused_naming_its_option():
-    cfg = JudgeConfig(inference=ReflectConfig(max_new_tokens=2048))
     given = {"inference.max_new_tokens": "--max-new-tokens"}
+    # completion caps the user set that leave room: the default prompt budgets are clipped
+    cfg = JudgeConfig(inference=ReflectConfig(max_new_tokens=2048))
+    fitted, note = fit_context(cfg, 8192, given, model=SMOL)
+    assert fitted.prompts.max_reflection_prompt_tokens == 6144 and fitted.context_tokens() == 8192
+    assert note is not None and note.endswith(
+        "(prompts.max_reflection_prompt_tokens 8,192 -> 6,144)"
+    )
+    # ... that leave none: refused, naming the option
+    cfg = JudgeConfig(inference=ReflectConfig(max_new_tokens=7900))
     with pytest.raises(ConfigError) as info:
         fit_context(cfg, 8192, given, model=SMOL)
     assert str(info.value) == (
         "embedded:smollm2-135m holds 8,192 tokens (its context window), but this call's longest "
-        "prompt and completion need up to 10,240: lower --max-new-tokens so the prompt budget "
+        "prompt and completion need up to 16,092: lower --max-new-tokens so the prompt budget "
         "plus the completion cap fit in 8,192"
     )
     with pytest.raises(ConfigError, match="lower --set prompts.max_reflection_prompt_tokens"):

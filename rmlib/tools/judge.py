@@ -296,33 +296,26 @@ def fit_context(
     used = ["prompts.max_prompt_tokens", "inference.max_new_tokens"]
     if stage2:
         used += ["prompts.max_reflection_prompt_tokens", "inference.reflection_max_new_tokens"]
-    news = [getattr(cfg.inference, k.partition(".")[2]) for k in used if "new_tokens" in k]
-    room = window - max(news)
-    mine = [k for k in used if k in given]
-    if mine or room < MIN_PROMPT_TOKENS:
-        options = sorted({_option(k, given) for k in (mine or used)})
+    news = {k: getattr(cfg.inference, k.partition(".")[2]) for k in used if "new_tokens" in k}
+    room = window - max(news.values())
+    prompts = cfg.prompts
+    over = [k for k in used if k.startswith("prompts.") and _value(prompts, k) > room]
+    if room < MIN_PROMPT_TOKENS:  # the completion caps leave a prompt no room: lower them
+        refused = [k for k in news if k in given] or list(news)
+    else:  # a prompt budget the user chose is theirs to lower; a default is clipped
+        refused = [k for k in over if k in given]
+    if refused:
+        options = sorted({_option(k, given) for k in refused})
         raise ConfigError(
             f"{model} holds {window:,} tokens (its context window), but this call's longest "
             f"prompt and completion need up to {need:,}: lower {', '.join(options)} so the "
             f"prompt budget plus the completion cap fit in {window:,}"
         )
-    prompts = cfg.prompts
-    clipped = replace(
-        prompts,
-        max_prompt_tokens=min(prompts.max_prompt_tokens, room),
-        max_reflection_prompt_tokens=min(prompts.max_reflection_prompt_tokens, room)
-        if stage2
-        else prompts.max_reflection_prompt_tokens,
-    )
-    changes = []
-    for k in used:
-        name = k.partition(".")[2]
-        before, after = getattr(prompts, name, None), getattr(clipped, name, None)
-        if k.startswith("prompts.") and before != after:
-            changes.append(f"{k} {before:,} -> {after:,}")
+    clipped = replace(prompts, **{k.partition(".")[2]: room for k in over})
+    changes = [f"{k} {_value(prompts, k):,} -> {room:,}" for k in over]
     note = (
         f"{model} holds {window:,} tokens: prompt budgets clipped to fit it with "
-        f"{max(news):,} new tokens ({'; '.join(changes)})"
+        f"{max(news.values()):,} new tokens ({'; '.join(changes)})"
     )
     return replace(cfg, prompts=clipped), note
 
@@ -330,6 +323,10 @@ def fit_context(
 # the least room a prompt budget clipped to a window may keep (a judgment prompt's instructions
 # alone take a few hundred tokens)
 MIN_PROMPT_TOKENS = 512
+
+
+def _value(section: Any, key: str) -> int:
+    return int(getattr(section, key.partition(".")[2]))
 
 
 def _option(key: str, given: Collection[str]) -> str:
