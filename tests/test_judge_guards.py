@@ -14,6 +14,8 @@ import sqlite3
 from pathlib import Path
 
 import pytest
+from test_generation_http import MODEL, hf  # noqa: F401 (a fixture)
+from test_generation_http import serve as serve  # noqa: F401 (a fixture)
 
 from rmlib.cli import main
 from rmlib.config import ConfigError
@@ -394,3 +396,21 @@ def test_an_unknown_split_of_a_local_rm_bench_copy_is_refused(tmp_path, capsys):
     assert _err(capsys) == [
         "rmlib: error: RM-Bench has no split 'test'; its splits: train (the evaluation set)"
     ]
+
+
+def test_a_server_whose_context_is_too_short_is_one_line_naming_it(tmp_path, capsys, serve):
+    """A stand-in OpenAI server (tests/test_generation_http.py's) whose max_model_len (512)
+    cannot hold a 1,024-token prompt budget: ContextTooShortError, one line naming its URL."""
+    server = serve(max_model_len=512)
+    pairs = _write(tmp_path / "p.jsonl", PAIRS)
+    argv = ["judge", str(pairs), "-o", str(tmp_path / "o.jsonl"), "--model",
+            "embedded:tiny-qwen3", "--endpoint", server.url, "--served-model", MODEL,
+            "--method", "greedy", "--max-new-tokens", "8", "--max-prompt-tokens", "1024",
+            "--no-progress"]  # fmt: skip
+    assert main(argv) == 1
+    assert _err(capsys)[-1] == (
+        f"rmlib: error: {server.url}/v1/models: the server's max_model_len for model "
+        f"'{MODEL}' is 512 tokens, but prompts + generations need up to 1,032: restart it with "
+        "--max-model-len 1032 (vLLM; SGLang: --context-length 1032), or lower the budgets (a "
+        "run: prompts.max_reflection_prompt_tokens and the max_new_tokens caps)"
+    )
