@@ -161,7 +161,7 @@ def test_the_window_is_read_from_config_json(tmp_path):
          "own path"),
         (["-o", "{tmp}/o.txt"], "{tmp}/o.txt: predictions are written as .jsonl or .parquet"),
         (["-o", "{tmp}/file/o.jsonl"], "{tmp}/file/o.jsonl: the predictions file cannot be "
-                                       "written there ({tmp}/file is a file)"),
+                                       "written there ({tmp}/file is not a folder)"),
         (["-o", "{tmp}/o.jsonl", "--store", "{tmp}"],
          "{tmp}: the generation store is a folder; give a file name"),
         (["-o", "{tmp}/o.jsonl", "--method", "greedy", "--samples", "3"],

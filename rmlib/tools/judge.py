@@ -650,7 +650,9 @@ def check_paths(output: str | Path, store: str | Path, inputs: Sequence[str | Pa
             raise ValueError(f"{path}: the {what} is a folder; give a file name")
         above = next(a for a in path.absolute().parents if a.exists())
         if not above.is_dir():
-            raise ValueError(f"{path}: the {what} cannot be written there ({above} is a file)")
+            raise ValueError(
+                f"{path}: the {what} cannot be written there ({above} is not a folder)"
+            )
         try:
             path.parent.mkdir(parents=True, exist_ok=True)
             fd, probe = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
