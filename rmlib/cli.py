@@ -549,10 +549,12 @@ def _servers(args: argparse.Namespace) -> Iterator[tuple[Any, Any]]:
 
     from rmlib.generation import servers as serve
     from rmlib.generation.backends import api_key
+    from rmlib.generation.models import check_adapter
     from rmlib.generation.settings import GenerationSection
-    from rmlib.run.backends import served
+    from rmlib.run.backends import served, served_model
     from rmlib.run.config import load_config
     from rmlib.run.folder import RunFolder
+    from rmlib.run.models import MODELS
     from rmlib.tools.serve import checkpoint_spec, fit_max_model_len
 
     names = [name for name, _ in args.adapters]
@@ -571,6 +573,13 @@ def _servers(args: argparse.Namespace) -> Iterator[tuple[Any, Any]]:
             )
         cfg = load_config(args.params, dict(args.overrides))
         # every check before the run folder is made: a refused call writes nothing
+        taken = {served_model(cfg, m): m for m in MODELS}
+        clash = next((n for n in adapters if n in taken), None)
+        if clash is not None:
+            raise UsageError(
+                f"--adapter: {clash!r} is the served name of the run's model {taken[clash]!r}; "
+                "give the adapter another name (NAME=PATH)"
+            )
         _check_serving(args, args.gpus or cfg.run.gpus, cfg.generation.api_key_env)
         api_key(cfg.generation, cfg.source)  # a key named but unset: refused here
         run = RunFolder(Path(cfg.run.output_root) / cfg.run.name)
@@ -586,6 +595,8 @@ def _servers(args: argparse.Namespace) -> Iterator[tuple[Any, Any]]:
     if args.served_name and args.served_name in adapters:
         raise UsageError(f"--adapter: {args.served_name!r} is the model's --served-name too")
     _check_serving(args, args.gpus or 1, args.api_key_env)
+    for path in adapters.values():  # a folder with its config, of this model's shapes
+        check_adapter(path, args.checkpoint)
     key = api_key(GenerationSection(api_key_env=args.api_key_env), "--api-key-env")
     max_model_len, note = fit_max_model_len(args.checkpoint, args.max_model_len)
     if note:

@@ -81,6 +81,22 @@ def test_two_adapters_under_one_name_are_refused(capsys, no_start):
     assert _err(capsys)[-1] == "rmlib: error: --adapter: 'j' is the model's --served-name too"
 
 
+def test_an_adapter_named_as_a_run_model_or_not_an_adapter_is_refused(tmp_path, capsys, no_start):
+    root = tmp_path / "outputs"
+    run = ["serve", SMOKE, "--set", f"run.output_root={root}"]
+    assert main([*run, "--adapter", f"unified={tmp_path}"]) == 2
+    assert _err(capsys) == [
+        "rmlib: error: --adapter: 'unified' is the served name of the run's model 'unified'; "
+        "give the adapter another name (NAME=PATH)"
+    ]
+    assert not root.exists()
+    assert main(["serve", "--checkpoint", "m", "--adapter", f"j={tmp_path}"]) == 1
+    assert _err(capsys) == [
+        f"rmlib: error: adapter {tmp_path}: not a PEFT adapter folder (it has no "
+        "adapter_config.json)"
+    ]
+
+
 def test_an_open_host_needs_a_key_or_an_explicit_flag_and_a_warning(capsys, no_start, listening):
     assert main(["serve", "--checkpoint", "m", "--host", "0.0.0.0"]) == 2
     assert _err(capsys) == [
