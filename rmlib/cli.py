@@ -767,13 +767,25 @@ def _add_field_option(parser: argparse.ArgumentParser, option: str, keys: tuple[
 
 
 def _judge(args: argparse.Namespace) -> int:
-    from rmlib.tools.judge import check_model, config_from_args, given_keys, judge_file, load_pairs
+    from rmlib.tools.judge import (
+        check_model,
+        check_paths,
+        config_from_args,
+        default_store,
+        given_keys,
+        judge_file,
+        load_pairs,
+    )
 
     if (args.pairs is None) == (args.source is None):
         raise UsageError("give a pairs file or --source (one of them)")
     if args.source is None and (args.path or args.split):
         raise UsageError("--path and --split go with --source: a pairs file is judged whole")
     cfg, note = check_model(config_from_args(args), given_keys(args))
+    # the paths before the pairs load (a benchmark from the hub takes a while), and again
+    # against what was loaded in judge_file
+    store = args.store if args.store is not None else default_store(args.output)
+    check_paths(args.output, store, [args.pairs or args.path])
     loaded = load_pairs(
         args.source,
         args.pairs if args.source is None else args.path,
