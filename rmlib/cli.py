@@ -23,7 +23,7 @@ import yaml
 from rmlib.config import ConfigError, read_yaml
 from rmlib.data._io import HubUnavailable
 from rmlib.data.pair import DataError
-from rmlib.run.lock import RunFolderBusy
+from rmlib.run.lock import FileBusy, RunFolderBusy
 from rmlib.workbook.execute import NotebookFailed
 from rmlib.workbook.lab import add_lab_parser
 
@@ -40,6 +40,7 @@ EXPECTED_ERRORS: tuple[type[BaseException], ...] = (
     OSError,
     NotebookFailed,
     RunFolderBusy,
+    FileBusy,
 )
 
 
@@ -431,6 +432,11 @@ def _sweep(args: argparse.Namespace) -> int:
 # ---------------------------------------------------------------- rmlib serve
 
 
+def _port(text: str) -> int:
+    """A TCP port: an int in 1-65535."""
+    return _number(text, int, 1, 65535, "a port in 1-65535")
+
+
 def _adapter_option(text: str) -> tuple[str, str]:
     """PATH or NAME=PATH of an adapter folder (NAME: the folder's name)."""
     from pathlib import Path
@@ -488,8 +494,22 @@ def _add_serve(sub: argparse._SubParsersAction) -> None:
         "generation.gpu_memory_utilization on CUDA, 2 on CPU)",
     )  # fmt: skip
     serve.add_argument("--gpus", type=_count, help="servers, one per GPU (default: run.gpus)")
-    serve.add_argument("--port", type=_count, default=8000, help="first server's port")
-    serve.add_argument("--host", default="127.0.0.1", help="interface (0.0.0.0: all)")
+    serve.add_argument(
+        "--port", type=_port, default=8000, help="first server's port (1-65535; the others "
+        "follow it; each is checked free before any server starts)",
+    )  # fmt: skip
+    serve.add_argument(
+        "--host", default="127.0.0.1", help="interface (0.0.0.0: all; any but loopback needs "
+        "an API key: generation.api_key_env, --api-key-env, or --allow-no-key)",
+    )  # fmt: skip
+    serve.add_argument(
+        "--api-key-env", metavar="VAR", help="--checkpoint: the servers' API key, from this "
+        "environment variable (a run's: generation.api_key_env)",
+    )  # fmt: skip
+    serve.add_argument(
+        "--allow-no-key", action="store_true", help="serve on a host other than loopback with "
+        "no API key: anyone who reaches it may use the models (a warning says so)",
+    )  # fmt: skip
     serve.add_argument(
         "--timeout", type=float, help="seconds to wait for the servers (default: "
         "generation.serve_start_timeout)",
@@ -528,21 +548,40 @@ def _servers(args: argparse.Namespace) -> Iterator[tuple[Any, Any]]:
     from pathlib import Path
 
     from rmlib.generation import servers as serve
+    from rmlib.generation.backends import api_key
+    from rmlib.generation.models import check_adapter
     from rmlib.generation.settings import GenerationSection
-    from rmlib.run.backends import served
+    from rmlib.run.backends import served, served_model
     from rmlib.run.config import load_config
     from rmlib.run.folder import RunFolder
-    from rmlib.tools.serve import checkpoint_spec
+    from rmlib.run.models import MODELS
+    from rmlib.tools.serve import checkpoint_spec, fit_max_model_len
 
+    names = [name for name, _ in args.adapters]
+    twice = sorted({n for n in names if names.count(n) > 1})
+    if twice:
+        raise UsageError(
+            f"--adapter: two adapters under the name {twice[0]!r}; give each its own (NAME=PATH)"
+        )
     adapters = dict(args.adapters)
     if args.checkpoint is None:
         given = (args.served_name, args.max_model_len, args.kv_cache_gib, args.precision != "auto")
-        if any(given) or args.adapter_mode != "auto":
+        if any(given) or args.adapter_mode != "auto" or args.api_key_env:
             raise UsageError(
-                "--served-name, --max-model-len, --kv-cache-gib, --precision and --adapter-mode "
-                "go with --checkpoint"
+                "--served-name, --max-model-len, --kv-cache-gib, --precision, --adapter-mode and "
+                "--api-key-env go with --checkpoint"
             )
         cfg = load_config(args.params, dict(args.overrides))
+        # every check before the run folder is made: a refused call writes nothing
+        taken = {served_model(cfg, m): m for m in MODELS}
+        clash = next((n for n in adapters if n in taken), None)
+        if clash is not None:
+            raise UsageError(
+                f"--adapter: {clash!r} is the served name of the run's model {taken[clash]!r}; "
+                "give the adapter another name (NAME=PATH)"
+            )
+        _check_serving(args, args.gpus or cfg.run.gpus, cfg.generation.api_key_env)
+        api_key(cfg.generation, cfg.source)  # a key named but unset: refused here
         run = RunFolder(Path(cfg.run.output_root) / cfg.run.name)
         models = args.models or (["base"] if adapters else None)
         with served(
@@ -553,16 +592,46 @@ def _servers(args: argparse.Namespace) -> Iterator[tuple[Any, Any]]:
         return
     if args.models or args.overrides:
         raise UsageError("--model and --set go with PARAMS.yaml, not --checkpoint")
+    if args.served_name and args.served_name in adapters:
+        raise UsageError(f"--adapter: {args.served_name!r} is the model's --served-name too")
+    _check_serving(args, args.gpus or 1, args.api_key_env)
+    for path in adapters.values():  # a folder with its config, of this model's shapes
+        check_adapter(path, args.checkpoint)
+    key = api_key(GenerationSection(api_key_env=args.api_key_env), "--api-key-env")
+    max_model_len, note = fit_max_model_len(args.checkpoint, args.max_model_len)
+    if note:
+        print(f"rmlib: {note}", file=sys.stderr)
     spec = checkpoint_spec(
         args.checkpoint, served_name=args.served_name, adapters=adapters,
-        precision=args.precision, max_model_len=args.max_model_len,
+        precision=args.precision, max_model_len=max_model_len,
         generation=GenerationSection(adapters=args.adapter_mode, kv_cache_gib=args.kv_cache_gib),
+        api_key=key,
     )  # fmt: skip
     timeout = GenerationSection().serve_start_timeout if args.timeout is None else args.timeout
     with serve.start_servers(
         spec, args.gpus or 1, host=args.host, port=args.port, timeout=timeout
     ) as servers:
         yield servers, None
+
+
+def _check_serving(args: argparse.Namespace, count: int, key_env: str | None) -> None:
+    """`rmlib serve`'s checks before anything starts or is written: a host other than loopback
+    only with an API key (or --allow-no-key, warned), and every port free on that host."""
+    from rmlib.generation.servers import check_ports, is_loopback
+
+    if not is_loopback(args.host) and key_env is None:
+        if not args.allow_no_key:
+            raise UsageError(
+                f"--host {args.host} serves the models to the network with no API key: set one "
+                "(generation.api_key_env; --checkpoint: --api-key-env VAR), or pass "
+                "--allow-no-key to serve them to anyone who reaches this machine"
+            )
+        print(
+            f"rmlib: warning: serving on {args.host} with no API key (--allow-no-key): anyone "
+            "who reaches this machine can use the models and read the paths they are served from",
+            file=sys.stderr,
+        )
+    check_ports(args.host, args.port, count)
 
 
 # ---------------------------------------------------------------- rmlib fetch
@@ -589,14 +658,23 @@ def _add_fetch(sub: argparse._SubParsersAction) -> None:
 
 def _fetch(args: argparse.Namespace) -> int:
     from rmlib.run.config import load_config
-    from rmlib.workbook.fetch import downloads, fetch
+    from rmlib.workbook.fetch import downloads, fetch, missing
 
     items, skipped = downloads(load_config(args.params, dict(args.overrides)))
     for line in [d.line() for d in items] + [f"skip      {s}" for s in skipped]:
         print(line)
-    if not args.list:
-        for line in fetch(items):
-            print(f"fetched   {line}")
+    if args.list:  # a listing: what is missing is in its skip lines
+        return 0
+    for line in fetch(items):
+        print(f"fetched   {line}")
+    absent = missing(skipped)
+    if absent:  # everything else is fetched: the node would still stop on these
+        print(
+            f"rmlib: error: {len(absent)} thing(s) the profile needs are neither fetchable nor "
+            f"here: {'; '.join(a.partition(':')[0] for a in absent)} (see the skip lines)",
+            file=sys.stderr,
+        )
+        return EXIT_ERROR
     return 0
 
 
@@ -689,11 +767,25 @@ def _add_field_option(parser: argparse.ArgumentParser, option: str, keys: tuple[
 
 
 def _judge(args: argparse.Namespace) -> int:
-    from rmlib.tools.judge import config_from_args, judge_file, load_pairs
+    from rmlib.tools.judge import (
+        check_model,
+        check_paths,
+        config_from_args,
+        default_store,
+        given_keys,
+        judge_file,
+        load_pairs,
+    )
 
     if (args.pairs is None) == (args.source is None):
         raise UsageError("give a pairs file or --source (one of them)")
-    cfg = config_from_args(args)
+    if args.source is None and (args.path or args.split):
+        raise UsageError("--path and --split go with --source: a pairs file is judged whole")
+    cfg, note = check_model(config_from_args(args), given_keys(args))
+    # the paths before the pairs load (a benchmark from the hub takes a while), and again
+    # against what was loaded in judge_file
+    store = args.store if args.store is not None else default_store(args.output)
+    check_paths(args.output, store, [args.pairs or args.path])
     loaded = load_pairs(
         args.source,
         args.pairs if args.source is None else args.path,
@@ -703,7 +795,12 @@ def _judge(args: argparse.Namespace) -> int:
         split=args.split,
     )
     result = judge_file(
-        loaded, cfg, args.output, store=args.store, log=lambda m: print(m, file=sys.stderr)
+        loaded,
+        cfg,
+        args.output,
+        store=args.store,
+        log=lambda m: print(m, file=sys.stderr),
+        note=note,
     )
     print(json.dumps(result, ensure_ascii=False, indent=2))
     return 0
@@ -732,6 +829,23 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+# Expected errors of modules the command line does not import up front (they import their
+# engines: openai, ...): module -> the names of their error classes. An error of one of them can
+# only be raised once its module is loaded, so it is looked up then (`_expected_late`).
+LATE_EXPECTED_ERRORS: dict[str, tuple[str, ...]] = {
+    # a server that fails, is unreachable or whose context is too short: each names its URL
+    "rmlib.generation.http": ("HTTPBackendError",),
+}
+
+
+def _expected_late(err: BaseException) -> bool:
+    for module, names in LATE_EXPECTED_ERRORS.items():
+        loaded = sys.modules.get(module)
+        if loaded is not None and isinstance(err, tuple(getattr(loaded, n) for n in names)):
+            return True
+    return False
+
+
 def _one_line(err: BaseException) -> str:
     text = " ".join(str(err).split()) or type(err).__name__
     if isinstance(err, FileNotFoundError) and err.filename and str(err.filename) not in text:
@@ -748,6 +862,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"rmlib: error: {_one_line(err)}", file=sys.stderr)
         return EXIT_USAGE
     except EXPECTED_ERRORS as err:
+        print(f"rmlib: error: {_one_line(err)}", file=sys.stderr)
+        return EXIT_ERROR
+    except Exception as err:
+        if not _expected_late(err):
+            raise
         print(f"rmlib: error: {_one_line(err)}", file=sys.stderr)
         return EXIT_ERROR
     except KeyboardInterrupt as err:

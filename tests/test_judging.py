@@ -352,13 +352,13 @@ def test_options_not_given_keep_the_sections_defaults_and_endpoints_mean_http():
     assert cfg.prompts == PromptSection() and cfg.judge.methods == ["reflectrm"]
     cfg = config_from_args(
         _args("--endpoint", "http://a:1", "--endpoint", "http://b:2", "--samples", "3",
-              "--method", "greedy", "--method", "greedy", "--orders", "given")
+              "--method", "majority", "--method", "majority", "--orders", "given")
     )  # fmt: skip
     assert cfg.generation.backend == "http"
     assert cfg.generation.endpoints == ["http://a:1", "http://b:2"]
     assert (cfg.inference.n_samples, cfg.judge.methods, cfg.judge.orders) == (
         3,
-        ["greedy"],
+        ["majority"],
         "given",
     )
     with pytest.raises(ValueError, match="--endpoint goes with the http backend"):

@@ -16,6 +16,7 @@ from rmlib.data.pair import LoadResult, OnError, Pair
 
 SOURCE = "rm-bench"
 FILE_NAME = "total_dataset.json"
+SPLITS = ("train",)  # the hub's one split, which is the evaluation set
 STYLES: tuple[str, ...] = ("concise", "detailed plain", "detailed markdown")
 DOMAIN_GROUP: dict[str, str] = {"safety-refuse": "safety", "safety-response": "safety"}
 
@@ -47,6 +48,10 @@ def load_rmbench(
     filled in).
     """
     no_options(SOURCE, options)
+    if split not in SPLITS:  # a local copy is one file: a split it lacks would be read whole
+        raise ValueError(
+            f"RM-Bench has no split {split!r}; its splits: {', '.join(SPLITS)} (the evaluation set)"
+        )
     where, rows = rows_for(path, hub_id=hub_id, split=split, config=config, file_names=(FILE_NAME,))
     result = LoadResult(SOURCE, where, split, [])
     return collect(result, rows, lambda row: _pairs(row, seed), on_error)

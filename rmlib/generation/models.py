@@ -478,3 +478,125 @@ def merge_adapter(
     merged.save_pretrained(str(out), safe_serialization=True)
     tokenizer.save_pretrained(str(out))
     return out
+
+
+# --------------------------------------------------------------------------- facts before loading
+# What a command checks before it loads a model: its context window and whether an adapter fits
+# it, from the files alone (config.json, adapter_config.json, the safetensors header), offline.
+
+# config.json keys that bound a model's context, as vLLM reads them (the smallest one present)
+_WINDOW_KEYS = (
+    "max_position_embeddings",
+    "n_positions",
+    "max_seq_len",
+    "seq_length",
+    "max_sequence_length",
+    "max_seq_length",
+    "seq_len",
+)
+
+
+def model_config(name_or_path: str) -> dict[str, Any] | None:
+    """A model's config.json as a dict, from its folder (an embedded model's, built on first
+    use) or the Hugging Face cache; None when neither has it (a hub id not downloaded: nothing
+    is fetched here)."""
+    path = Path(resolve_model(name_or_path)).expanduser()
+    file: Path | None = path / "config.json"
+    if not path.is_dir():
+        try:
+            from huggingface_hub import try_to_load_from_cache
+
+            found = try_to_load_from_cache(str(name_or_path), "config.json")
+        except Exception:  # not a repo id, or no cache: unknown, not an error
+            found = None
+        file = Path(found) if isinstance(found, str) else None
+    if file is None or not file.is_file():
+        return None
+    try:
+        config = json.loads(file.read_text())
+    except (OSError, ValueError):
+        return None
+    return config if isinstance(config, dict) else None
+
+
+def context_window(name_or_path: str) -> int | None:
+    """The most tokens (prompt + completion) the model's config.json allows, as vLLM derives its
+    max_model_len (the smallest bounding key, times a linear / dynamic / YaRN RoPE factor);
+    None when the config cannot be read or names none."""
+    config = model_config(name_or_path)
+    if config is None:
+        return None
+    config = config.get("text_config", config) if "text_config" in config else config
+    bounds = [config[k] for k in _WINDOW_KEYS if isinstance(config.get(k), int | float)]
+    if not bounds:
+        return None
+    window = min(bounds)
+    rope = config.get("rope_scaling") or config.get("rope_parameters") or {}
+    kind = rope.get("rope_type", rope.get("type")) if isinstance(rope, dict) else None
+    factor = rope.get("factor") if isinstance(rope, dict) else None
+    if kind in ("linear", "dynamic", "yarn") and isinstance(factor, int | float):
+        window = rope.get("original_max_position_embeddings", window) * factor
+    return int(window)
+
+
+# projections whose LoRA A matrix reads the hidden state (its in-features are hidden_size)
+_HIDDEN_INPUTS = ("q_proj", "k_proj", "v_proj", "gate_proj", "up_proj")
+
+
+def check_adapter(adapter: str, model: str) -> None:
+    """Refuse, in one line, an adapter that is neither a folder with its adapter_config.json
+    nor a hub id, or whose weights do not fit `model` (trained on another base: a LoRA matrix
+    reading a hidden state of another size, or a layer the model lacks), before any weights
+    load. A hub id, or a model whose config cannot be read offline, is not checked further."""
+    import re
+
+    from safetensors import safe_open
+
+    path = Path(adapter).expanduser()
+    if not path.exists():
+        if re.fullmatch(r"[A-Za-z0-9][\w.-]*/[\w.-]+", adapter):  # a hub id: fetched when loaded
+            return
+        raise ModelLoadError(
+            f"adapter {adapter}: no such folder (an adapter is a PEFT folder with its "
+            "adapter_config.json, or a hub id)"
+        )
+    if not (path / "adapter_config.json").is_file():
+        raise ModelLoadError(
+            f"adapter {adapter}: not a PEFT adapter folder (it has no adapter_config.json)"
+        )
+    config = model_config(model)
+    weights = path / "adapter_model.safetensors"
+    if config is None or not weights.is_file():
+        return
+    config = config.get("text_config", config)
+    base = _adapter_base(path)
+    hidden, layers = config.get("hidden_size"), config.get("num_hidden_layers")
+    try:
+        with safe_open(str(weights), framework="pt") as f:
+            shapes = {k: f.get_slice(k).get_shape() for k in f.keys()}  # noqa: SIM118 (safe_open is no dict)
+    except Exception as err:
+        raise ModelLoadError(f"adapter {adapter}: unreadable weights ({err})") from None
+    for key, shape in shapes.items():
+        layer = re.search(r"\.layers\.(\d+)\.", key)
+        if isinstance(layers, int) and layer and int(layer.group(1)) >= layers:
+            raise ModelLoadError(
+                f"adapter {adapter} (trained on {base}) does not fit model {model}: it has "
+                f"layer {layer.group(1)}, the model {layers} layers; give the model it was "
+                "trained on (--model)"
+            )
+        proj = re.search(r"\.(\w+)\.lora_A\b", key)
+        reads_hidden = proj is not None and proj.group(1) in _HIDDEN_INPUTS
+        if reads_hidden and isinstance(hidden, int) and len(shape) == 2 and shape[1] != hidden:
+            raise ModelLoadError(
+                f"adapter {adapter} (trained on {base}) does not fit model {model}: its "
+                f"{proj.group(1)} reads a hidden state of {shape[1]}, the model's is "
+                f"{hidden}; give the model it was trained on (--model)"
+            )
+
+
+def _adapter_base(path: Path) -> str:
+    try:
+        base = json.loads((path / "adapter_config.json").read_text()).get("base_model_name_or_path")
+    except (OSError, ValueError, AttributeError):
+        base = None
+    return str(base) if base else "an unnamed base"

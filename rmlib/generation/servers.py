@@ -164,6 +164,49 @@ def free_ports(count: int, host: str = "127.0.0.1") -> list[int]:
             sock.close()
 
 
+class PortUnavailable(OSError):
+    """A server's port is out of range, taken, or its host cannot be bound: names which."""
+
+
+def check_ports(host: str, port: int, count: int) -> None:
+    """Before any server starts: `count` consecutive ports from `port` are in range and each
+    can be bound on `host` now (as vLLM's server binds it, with SO_REUSEADDR: a port another
+    process listens on fails, one left in TIME_WAIT does not). One line naming the port."""
+    last = port + count - 1
+    if not 1 <= port <= 65535 or last > 65535:
+        raise PortUnavailable(
+            f"ports {port}-{last} for {count} server(s): ports are 1-65535; give a lower --port"
+        )
+    for p in range(port, last + 1):
+        try:
+            family, kind, proto, _, address = socket.getaddrinfo(host, p, type=socket.SOCK_STREAM)[
+                0
+            ]
+        except socket.gaierror as err:
+            raise PortUnavailable(f"host {host!r} cannot be served on: {err.strerror}") from None
+        with socket.socket(family, kind, proto) as sock:
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            try:
+                sock.bind(address)
+            except OSError as err:
+                raise PortUnavailable(
+                    f"port {p} on {host} cannot be bound ({err.strerror}): another process "
+                    "listens there; give another --port, or stop it"
+                ) from None
+
+
+def is_loopback(host: str) -> bool:
+    """Whether `host` is reachable only from this machine (127.0.0.0/8, ::1, localhost)."""
+    import ipaddress
+
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False  # a host name: it may resolve to any interface
+
+
 def _die_with_parent() -> None:
     """In the child before exec: SIGTERM when the parent dies (Linux; elsewhere a no-op)."""
     if _LIBC is not None:

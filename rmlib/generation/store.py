@@ -51,6 +51,11 @@ class CorruptStore(ValueError):
     """The store file, or one of its rows, cannot be read; says which and what to do."""
 
 
+class StoreUnavailable(OSError):
+    """The store cannot be opened or written (a full disk, a read-only or missing folder, a
+    lock held too long, an I/O error): names the store and says its generations are kept."""
+
+
 def prompt_sha(prompt: str) -> str:
     return hashlib.sha256(prompt.encode("utf-8")).hexdigest()
 
@@ -65,8 +70,8 @@ class GenerationStore:
         # check_same_thread=False: a store is used by one thread at a time, but not always the one
         # that opened it (a GRPO reward function runs the judge in a worker thread); Python's
         # sqlite3 here is serialized (threadsafety 3), so a shared connection is safe
-        self._db = sqlite3.connect(self.path, timeout=timeout, check_same_thread=False)
         with self._readable():
+            self._db = sqlite3.connect(self.path, timeout=timeout, check_same_thread=False)
             self._db.execute("PRAGMA journal_mode=WAL")
             self._db.execute("PRAGMA synchronous=NORMAL")  # WAL + NORMAL: commits survive a kill
             self._db.execute(_SCHEMA)
@@ -76,12 +81,22 @@ class GenerationStore:
     def _readable(self) -> Iterator[None]:
         """SQLite's "file is not a database" / "disk image is malformed" as one line naming the
         file and what to do. A killed write cannot cause them (WAL rolls back what was not
-        committed): a file overwritten, truncated by a full disk or copied half-way can."""
+        committed): a file overwritten, truncated by a full disk or copied half-way can. Its
+        operational errors (a full disk, an unopenable file) are one line too (StoreUnavailable),
+        which says the committed generations are kept."""
         try:
             yield
+        except sqlite3.OperationalError as e:
+            # a full disk, a folder it cannot write, a lock held past the timeout, an I/O error:
+            # not a damaged file. What was committed stays: say so, and where
+            raise StoreUnavailable(
+                f"{self.path}: the generation store cannot be opened or written ({e}); the "
+                "generations it holds are kept (each chunk is committed as it is made): free "
+                "disk space or make its folder writable, and run again to go on from them"
+            ) from None
         except sqlite3.DatabaseError as e:
-            # only SQLITE_NOTADB / SQLITE_CORRUPT come as the base class itself; its subclasses
-            # (a lock, a full disk, an I/O error, a closed connection) are not a damaged file
+            # only SQLITE_NOTADB / SQLITE_CORRUPT come as the base class itself; its other
+            # subclasses (an integrity error, a closed connection) are not a damaged file
             if type(e) is not sqlite3.DatabaseError:
                 raise
             raise CorruptStore(

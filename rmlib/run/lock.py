@@ -78,3 +78,61 @@ def _lock(folder: Path) -> int:
     os.ftruncate(fd, 0)
     os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
     return fd
+
+
+class FileBusy(RuntimeError):
+    """Another process holds the lock beside a file (a generation store `rmlib judge` writes);
+    names its pid."""
+
+
+def lock_path(target: Path) -> Path:
+    """The lock file beside `target`: `<target>.lock`."""
+    return target.with_name(target.name + LOCK_FILE)
+
+
+@contextlib.contextmanager
+def holding_file(target: Path, what: str, advice: str) -> Iterator[None]:
+    """Hold the lock beside `target` (an flock on `<target>.lock`, holding the pid, never
+    opened through a link) until the block ends; a target another process holds raises
+    FileBusy naming `what`, the holder's pid and `advice`. As the run folder's lock: the OS
+    drops it when its process dies, so a killed call never blocks the next."""
+    path = lock_path(target)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, 0o644)
+    except OSError as err:
+        if path.is_symlink():
+            raise FileBusy(f"{path} (the lock of {what}) is a symbolic link: remove it") from None
+        raise OSError(f"{path} (the lock of {what}): {err.strerror}") from None
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        holder = os.pread(fd, 64, 0).decode(errors="replace").strip() or "unknown"
+        os.close(fd)
+        raise FileBusy(
+            f"{what} is in use by another process (pid {holder}; lock {path}): {advice}"
+        ) from None
+    os.ftruncate(fd, 0)
+    os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
+    try:
+        yield
+    finally:
+        os.close(fd)
+
+
+def holder(folder: Path) -> str | None:
+    """The pid holding the run folder's lock, or None when no process holds it (nothing is
+    written: a command that refuses a busy folder before it starts, as `rmlib lab`, leaves it
+    as it was)."""
+    path = folder / LOCK_FILE
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW)
+    except OSError:
+        return None  # no lock file (no process ever held it), or a link: not held by a run
+    try:
+        fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+    except BlockingIOError:
+        return os.pread(fd, 64, 0).decode(errors="replace").strip() or "unknown"
+    finally:
+        os.close(fd)
+    return None

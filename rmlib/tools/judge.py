@@ -19,6 +19,8 @@ import copy
 import dataclasses
 import json
 import math
+import os
+import tempfile
 from collections.abc import Collection, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -28,7 +30,7 @@ import pandas as pd
 
 from rmlib.config import PARAMS, ConfigError, build_section, doc, set_dotted
 from rmlib.data._io import Row, collect, read_file, user
-from rmlib.data.pair import LoadResult, OnError, Pair
+from rmlib.data.pair import DataError, LoadResult, OnError, Pair
 from rmlib.generation.backends import build_backend, vllm_engine_settings
 from rmlib.generation.registry import Needs, Weights
 from rmlib.generation.settings import GenerationSection, ModelSection
@@ -97,16 +99,43 @@ def _pair_of(row: Row, source: str) -> Pair:
     else:
         label = row.label("label", PAIR_LABELS)
     pid = row.ident("id") if row.opt("id") is not None else str(row.index + 1)
+    response1, response2 = row.text("response_a"), row.text("response_b")
+    if response1 == response2:
+        raise row.fail("response_b", IDENTICAL, "identical")
     return Pair(
         id=pid,
         source=source,
         subset=row.opt_text("subset", "default"),
         context=context,
-        response1=row.text("response_a"),
-        response2=row.text("response_b"),
+        response1=response1,
+        response2=response2,
         label=label,
         meta=meta,
     )
+
+
+# why a pair of two identical responses is not judged: any verdict is a coin flip
+IDENTICAL = (
+    "the two responses are identical: no verdict can prefer one (skip such pairs with "
+    "--on-error skip, or remove them)"
+)
+
+
+def drop_identical(result: LoadResult, on_error: OnError) -> LoadResult:
+    """A benchmark's pairs whose two responses are identical: refused in one line naming the
+    first, or with on_error="skip" left out and counted in `skipped` ('identical')."""
+    same = [p for p in result.pairs if p.response1 == p.response2]
+    if not same:
+        return result
+    if on_error == "raise":
+        first = same[0]
+        raise DataError(
+            result.path, None, None, f"pair {first.id!r} (and {len(same) - 1} more): {IDENTICAL}",
+            "identical",
+        )  # fmt: skip
+    result.pairs = [p for p in result.pairs if p.response1 != p.response2]
+    result.skipped["identical"] += len(same)
+    return result
 
 
 # ---------------------------------------------------------------- the judge's settings
@@ -238,6 +267,85 @@ def engine_settings(cfg: JudgeConfig, *, max_model_len: int | None = None) -> An
     engines cannot drift. max_model_len: None = what this call needs (cfg.context_tokens())."""
     needs = Needs(context_tokens=max_model_len or cfg.context_tokens(), seed=cfg.inference.seed)
     return vllm_engine_settings(cfg.generation, judge_weights(cfg), needs)
+
+
+# ---------------------------------------------------------------- the model's window
+
+# The budgets a call's context is made of: dotted key -> the option that sets it
+BUDGET_OPTIONS: dict[str, str] = {
+    "prompts.max_prompt_tokens": "--max-prompt-tokens",
+    "prompts.max_reflection_prompt_tokens": "--max-reflection-prompt-tokens",
+    "inference.max_new_tokens": "--max-new-tokens",
+    "inference.reflection_max_new_tokens": "--max-new-tokens",
+}
+
+
+def fit_context(
+    cfg: JudgeConfig, window: int | None, given: Collection[str] = (), model: str | None = None
+) -> tuple[JudgeConfig, str | None]:
+    """`cfg` fitted to a model whose context holds `window` tokens (None: unknown, unchanged):
+    budgets left at their defaults are clipped so the longest prompt plus its completion fits,
+    and the one line that says so is returned; a budget the caller set (`given`: its dotted
+    keys, as `given_keys` reads them from the command line) that does not fit is refused in one
+    ConfigError line naming its option. Nothing loads a model here."""
+    need = cfg.context_tokens()
+    if window is None or need <= window:
+        return cfg, None
+    model = model or cfg.model.backbone
+    stage2 = cfg.reflects()
+    used = ["prompts.max_prompt_tokens", "inference.max_new_tokens"]
+    if stage2:
+        used += ["prompts.max_reflection_prompt_tokens", "inference.reflection_max_new_tokens"]
+    news = {k: getattr(cfg.inference, k.partition(".")[2]) for k in used if "new_tokens" in k}
+    room = window - max(news.values())
+    prompts = cfg.prompts
+    over = [k for k in used if k.startswith("prompts.") and _value(prompts, k) > room]
+    if room < MIN_PROMPT_TOKENS:  # the completion caps leave a prompt no room: lower them
+        refused = [k for k in news if k in given] or list(news)
+    else:  # a prompt budget the user chose is theirs to lower; a default is clipped
+        refused = [k for k in over if k in given]
+    if refused:
+        options = sorted({_option(k, given) for k in refused})
+        raise ConfigError(
+            f"{model} holds {window:,} tokens (its context window), but this call's longest "
+            f"prompt and completion need up to {need:,}: lower {', '.join(options)} so the "
+            f"prompt budget plus the completion cap fit in {window:,}"
+        )
+    clipped = replace(prompts, **{k.partition(".")[2]: room for k in over})
+    changes = [f"{k} {_value(prompts, k):,} -> {room:,}" for k in over]
+    note = (
+        f"{model} holds {window:,} tokens: prompt budgets clipped to fit it with "
+        f"{max(news.values()):,} new tokens ({'; '.join(changes)})"
+    )
+    return replace(cfg, prompts=clipped), note
+
+
+# the least room a prompt budget clipped to a window may keep (a judgment prompt's instructions
+# alone take a few hundred tokens)
+MIN_PROMPT_TOKENS = 512
+
+
+def _value(section: Any, key: str) -> int:
+    return int(getattr(section, key.partition(".")[2]))
+
+
+def _option(key: str, given: Collection[str]) -> str:
+    """The option that sets a budget (`--set KEY=...` where only --set reaches it)."""
+    if isinstance(given, dict) and key in given:
+        return str(given[key])
+    return BUDGET_OPTIONS.get(key, f"--set {key}=...")
+
+
+def check_model(cfg: JudgeConfig, given: Collection[str] = ()) -> tuple[JudgeConfig, str | None]:
+    """Before any weights load: the adapter checked against the model (a folder with its
+    adapter_config.json or a hub id, its weights of the model's shapes: one line, not a
+    state-dict traceback) and `fit_context` with the window the model's config.json says (read
+    offline; an unknown window leaves `cfg` as it is)."""
+    from rmlib.generation.models import check_adapter, context_window
+
+    if cfg.judge.adapter is not None:
+        check_adapter(cfg.judge.adapter, cfg.model.backbone)
+    return fit_context(cfg, context_window(cfg.model.backbone), given)
 
 
 # ---------------------------------------------------------------- judging
@@ -444,7 +552,7 @@ def load_pairs(
             result.pairs = subsample(result.pairs, n, seed)
         return result
     spec = DatasetSpec(source=source, path=path, split=split, n=n, on_error=on_error)
-    return load_split(spec, seed)
+    return drop_identical(load_split(spec, seed), on_error)
 
 
 def default_store(output: str | Path) -> Path:
@@ -498,16 +606,71 @@ def judge_file(
     *,
     store: str | Path | None = None,
     log: Any = print,
+    note: str | None = None,
 ) -> dict[str, Any]:
     """`rmlib judge`: say the cost, judge `loaded.pairs` through the store (default: beside
     `output`), write the predictions; returns what it did (counts, store hits and misses, the
-    per-method summary). A second call with the same inputs generates nothing."""
-    import time
+    per-method summary). A second call with the same inputs generates nothing. Every path is
+    checked before the model loads (`check_paths`), and the store is held (a lock beside it)
+    for the call: a second call on the same store is refused, naming the first's pid."""
+    from rmlib.run.lock import holding_file
 
     pairs = loaded.pairs
     if not pairs:
         raise ValueError(f"{loaded.path}: no pairs to judge")
     store = Path(store) if store is not None else default_store(output)
+    check_paths(output, store, [loaded.path])
+    advice = "wait for it to end, or give this call another --store (and -o)"
+    with holding_file(store, f"generation store {store}", advice):
+        if note:  # what was fitted to the model (check_model), said once the paths are good
+            log(f"rmlib: {note}")
+        return _judge_file(loaded, cfg, output, store, log)
+
+
+def check_paths(output: str | Path, store: str | Path, inputs: Sequence[str | Path]) -> None:
+    """Before the first generation: the predictions file is .jsonl or .parquet and can be
+    written where it is asked for (its folder made, a file created and removed there), and the
+    output, the store and every input are different files (a predictions file written over the
+    pairs or the store would lose them). One ValueError line each."""
+    out, db = Path(output), Path(store)
+    if out.suffix not in (".jsonl", ".parquet"):
+        raise ValueError(f"{out}: predictions are written as .jsonl or .parquet")
+    named = {"the output (-o)": out, "the store (--store)": db}
+    named.update({f"the input {p}": Path(p) for p in inputs if p and Path(p).exists()})
+    seen: dict[Path, str] = {}
+    for what, path in named.items():
+        key = path.expanduser().resolve()
+        if key in seen:
+            raise ValueError(
+                f"{path}: {what} and {seen[key]} are the same file: give each its own path"
+            )
+        seen[key] = what
+    for path, what in ((out, "predictions file"), (db, "generation store")):
+        if path.is_dir():
+            raise ValueError(f"{path}: the {what} is a folder; give a file name")
+        above = next(a for a in path.absolute().parents if a.exists())
+        if not above.is_dir():
+            raise ValueError(
+                f"{path}: the {what} cannot be written there ({above} is not a folder)"
+            )
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            fd, probe = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
+            os.close(fd)
+            os.unlink(probe)
+        except OSError as err:
+            raise ValueError(
+                f"{path}: the {what} cannot be written there ({err.strerror or err}); "
+                "nothing was generated"
+            ) from None
+
+
+def _judge_file(
+    loaded: LoadResult, cfg: JudgeConfig, output: str | Path, store: Path, log: Any
+) -> dict[str, Any]:
+    import time
+
+    pairs = loaded.pairs
     plan = cost(pairs, cfg)
     per = f" ({cfg.inference.n_samples} per pair and order)" if plan["samples"] else ""
     log(
@@ -601,6 +764,11 @@ def config_from_args(args: Any) -> JudgeConfig:
         raise ValueError(f"--endpoint goes with the http backend, not --backend {backend}")
     if args.adapter_mode and backend != "vllm":
         raise ValueError(f"--adapter-mode goes with the vllm backend, not {backend}")
+    if backend == "http" and not args.endpoint:
+        raise ValueError("--backend http needs the servers: give --endpoint URL")
+    for option in HTTP_OPTIONS:
+        if getattr(args, option.lstrip("-").replace("-", "_")) is not None and backend != "http":
+            raise ValueError(f"{option} goes with --endpoint (the http backend), not {backend}")
     data = copy.deepcopy(JUDGE_DEFAULTS)
     data["generation"].update(backend=backend, endpoints=list(args.endpoint))
     data["inference"]["seed"] = args.seed
@@ -614,4 +782,38 @@ def config_from_args(args: Any) -> JudgeConfig:
         data["judge"]["methods"] = list(dict.fromkeys(args.method))
     for key, value in getattr(args, "overrides", None) or []:
         set_dotted(data, key, value)
-    return judge_config(data)
+    cfg = judge_config(data)
+    _refuse_idle_options(args, cfg)
+    return cfg
+
+
+# options only the http backend reads
+HTTP_OPTIONS = ("--served-model", "--api-key-env")
+
+
+def _refuse_idle_options(args: Any, cfg: JudgeConfig) -> None:
+    """Options given that this call would not read, refused in one line: the number of samples
+    when no method samples (greedy alone), the reflection prompt's budget without stage 2."""
+    methods = ", ".join(cfg.judge.methods)
+    if args.samples is not None and set(cfg.judge.methods) == {"greedy"}:
+        raise ValueError(
+            f"--samples goes with a method that samples (majority, reflectrm, ...): {methods} "
+            "alone makes one judgment per pair and order"
+        )
+    if args.max_reflection_prompt_tokens is not None and not cfg.reflects():
+        raise ValueError(
+            f"--max-reflection-prompt-tokens goes with a two-stage method (reflectrm, ...): "
+            f"{methods} writes no reflection prompt"
+        )
+
+
+def given_keys(args: Any) -> dict[str, str]:
+    """The dotted keys `rmlib judge`'s command line set, each with the option that set it (a
+    budget the user chose is refused when it does not fit, never clipped: `fit_context`)."""
+    given: dict[str, str] = {}
+    for option, keys in FIELD_OPTIONS.items():
+        if getattr(args, option.lstrip("-").replace("-", "_"), None) is not None:
+            given.update(dict.fromkeys(keys, option))
+    for key, _ in getattr(args, "overrides", None) or []:
+        given[key] = f"--set {key}=..."
+    return given

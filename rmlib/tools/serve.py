@@ -53,3 +53,30 @@ def checkpoint_spec(
         return ServeSpec(engine_settings(cfg, max_model_len=max_model_len), name, (), api_key)
     settings = with_loras(engine_settings(cfg, max_model_len=max_model_len), lora, lora_rank)
     return ServeSpec(settings, served_name or model, tuple(lora.items()), api_key)
+
+
+def fit_max_model_len(model: str, max_model_len: int | None) -> tuple[int | None, str | None]:
+    """`rmlib serve --checkpoint`'s context, fitted to the model's window (its config.json, read
+    offline before any weights load): the default (a default `rmlib judge` call's) clipped to
+    the window, with the line that says so; a --max-model-len over it refused in one line. An
+    unknown window leaves it as it is."""
+    from rmlib.generation.models import context_window
+
+    window = context_window(model)
+    if window is None:
+        return max_model_len, None
+    if max_model_len is not None:
+        if max_model_len > window:
+            raise ValueError(
+                f"--max-model-len {max_model_len:,} exceeds {model}'s context window of "
+                f"{window:,} tokens: give --max-model-len {window} or less"
+            )
+        return max_model_len, None
+    need = JudgeConfig().context_tokens()
+    if need <= window:
+        return None, None
+    return window, (
+        f"{model} holds {window:,} tokens: served with --max-model-len {window} (a default "
+        f"rmlib judge call needs {need:,}; against this server it clips its prompt budgets to "
+        "the same window)"
+    )

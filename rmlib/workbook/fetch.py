@@ -41,6 +41,16 @@ class Download:
         return "  ".join(parts) + f"  ({self.why})"
 
 
+# what a skip line says of a local path the profile needs that is not here (and cannot be
+# fetched: it names no hub repository)
+NOT_FOUND = "NOT FOUND here: copy it yourself"
+
+
+def missing(skipped: list[str]) -> list[str]:
+    """The skip lines of things the profile needs that are neither fetchable nor present."""
+    return [line for line in skipped if line.endswith(NOT_FOUND)]
+
+
 def downloads(cfg: RunConfig) -> tuple[list[Download], list[str]]:
     """What `cfg` needs from the hub, and a line for each thing it needs that is not fetched."""
     from rmlib.data._io import is_hub_id
@@ -50,8 +60,10 @@ def downloads(cfg: RunConfig) -> tuple[list[Download], list[str]]:
     backbone = cfg.model.backbone
     if backbone.startswith("embedded:"):
         skipped.append(f"model.backbone {backbone}: built offline by rmlib")
-    elif Path(backbone).expanduser().exists() or not is_hub_id(backbone):
+    elif Path(backbone).expanduser().exists():
         skipped.append(f"model.backbone {backbone}: a local path")
+    elif not is_hub_id(backbone):
+        skipped.append(f"model.backbone {backbone}: a local path, {NOT_FOUND}")
     else:
         out.append(Download(backbone, "model", "model.backbone"))
     specs = [("data.train", cfg.data.train)]
@@ -75,7 +87,7 @@ def _dataset(spec: DatasetSpec, why: str) -> tuple[list[Download], str]:
     if Path(target).expanduser().exists():
         return [], f"{why} {source.name}: local path {target}"
     if not is_hub_id(target):
-        return [], f"{why} {source.name}: local path {target}, NOT FOUND here: copy it yourself"
+        return [], f"{why} {source.name}: local path {target}, {NOT_FOUND}"
     split = spec.split or source.default_split
     config = spec.config or source.default_config
     splits = [split]

@@ -101,10 +101,33 @@ def add_lab_parser(sub: argparse._SubParsersAction) -> None:
     lab.set_defaults(func=_lab)
 
 
+def check_lab(run_dir: Path, params_file: Path) -> None:
+    """Before JupyterLab starts (its kernels would fail only when a notebook runs): the params
+    file exists, and no process holds the run folder (a running `rmlib run`, or a kernel of
+    another lab): RunFolderBusy naming its pid. Nothing is written."""
+    from rmlib.run.lock import LOCK_FILE, RunFolderBusy, holder
+
+    if not params_file.is_file():
+        raise FileNotFoundError(
+            f"params file {params_file} does not exist (--params: the profile the lab's "
+            "notebooks start from)"
+        )
+    pid = holder(run_dir)
+    if pid is not None:
+        raise RunFolderBusy(
+            f"run folder {run_dir} is in use (pid {pid}; lock {run_dir / LOCK_FILE}): a running "
+            "rmlib run, or the kernel of a notebook open on it; wait for it to end, or stop it, "
+            "before opening the lab on it"
+        )
+
+
 def _lab(args: argparse.Namespace) -> int:
+    if not args.params.is_file():  # before run_folder_of reads it
+        check_lab(Path(), args.params)
     run_dir = args.run or run_folder_of(args.params)
     extra = args.jupyter_args
     extra = extra[1:] if extra[:1] == ["--"] else extra
+    check_lab(run_dir, args.params)
     run_dir.mkdir(parents=True, exist_ok=True)
     print(f"JupyterLab on {project_root() / 'notebooks'}, run folder {run_dir.resolve()}")
     sys.stdout.flush()
