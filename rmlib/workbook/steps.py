@@ -25,6 +25,7 @@ from rmlib.run.backends import backend, base_path, model_ref
 from rmlib.run.config import RunConfig
 from rmlib.run.folder import RunFolder
 from rmlib.run.models import MIX_VARIANT, stage1_model, trained_models
+from rmlib.writes import write_text
 
 
 def load_data(cfg: RunConfig, run: RunFolder) -> pd.DataFrame:
@@ -159,7 +160,7 @@ def format_warmup(cfg: RunConfig, run: RunFolder) -> pd.DataFrame:
         "train_loss": result.train_loss,
         "merged": str(merged),
     }
-    summary_file.write_text(json.dumps(summary, indent=2))
+    write_text(summary_file, json.dumps(summary, indent=2))
     return pd.DataFrame([summary])
 
 
