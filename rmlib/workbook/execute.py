@@ -373,13 +373,12 @@ def preflight(cfg: RunConfig) -> None:
 def check_trl_keys(cfg: RunConfig) -> None:
     """Refuse, before any work, a grpo.trl key that trl.GRPOConfig does not have, naming the
     params file (`grpo_config.check_trl_keys` is the rule)."""
-    from rmlib.config import ConfigError
     from rmlib.training.grpo_config import check_trl_keys as check
 
     try:
         check(cfg.grpo.trl)
     except ValueError as e:
-        raise ConfigError(f"{cfg.source}: {e}") from None
+        raise cfg.error(f"{cfg.source}: {e}") from None
 
 
 def check_api_key(cfg: RunConfig) -> None:
