@@ -123,7 +123,7 @@ def test_a_run_name_that_leaves_output_root_is_refused_before_any_work(tmp_path,
     root = tmp_path / "out" / "runs"
     root.mkdir(parents=True)
     args = ["run", str(ROOT / "params" / "smoke.yaml"), "--name", name]
-    args += ["--set", f"run.output_root={root}", "--set", "run.notebooks=[]"]
+    args += ["--set", f"run.output_root={root}", "--set", "run.notebooks=[01_data]"]
     code, err = _main(capsys, *args, *(["--dry-run"] if dry else []))
     assert code == 1 and "Traceback" not in err
     assert err.strip().count("\n") == 0
