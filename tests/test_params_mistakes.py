@@ -160,6 +160,11 @@ def test_every_params_file_error_names_the_file_and_line(tmp_path, text, line):
     assert _refusal(_write(tmp_path, text)).startswith(f"{tmp_path}/p.yaml:{line}: ")
 
 
+def test_an_override_below_a_scalar_names_the_set():
+    line = _refusal(SMOKE, {"run.seed.x": 1})
+    assert line == f"{SMOKE} (--set run.seed.x): cannot set 'run.seed.x': 'seed' is not a mapping"
+
+
 def test_cli_prints_the_located_line(tmp_path, capsys):
     from rmlib.cli import main
 
@@ -256,3 +261,17 @@ def test_a_sweep_of_any_size_loads_or_is_refused_by_its_size(tmp_path, sizes):
         assert "over the limit" in _refusal(path)
     else:
         assert len(load_config(path).sweep) == len(sizes)
+
+
+@PROPERTY
+@given(
+    key=st.sampled_from(["model", "run", "run.name", "run.notebooks", "mix.ratio", "sweep", "x.y"]),
+    value=values,
+)
+def test_any_set_override_loads_or_is_one_line_naming_it(key, value):
+    try:
+        load_config(SMOKE, {key: value})
+    except ConfigError as e:
+        line = str(e)
+        assert "\n" not in line and len(line) <= 1500, line[:300]
+        assert line.startswith(f"{SMOKE} (--set ") or line.startswith(f"{SMOKE}:"), line[:300]

@@ -238,7 +238,10 @@ def load_config(path: str | Path, overrides: dict[str, Any] | None = None) -> Ru
     overridden = list(overrides or {})
     try:
         for key, value in (overrides or {}).items():
-            set_dotted(data, key, value)
+            try:
+                set_dotted(data, key, value)
+            except ConfigError as e:
+                raise ConfigError(f"{path} (--set {key}): {e}") from None
         cfg = config_from_dict(data, source=str(path))
     except ConfigError as e:
         raise ConfigError(_located(str(e), str(path), lines, overridden)) from None
@@ -254,7 +257,7 @@ def _located(message: str, source: str, lines: dict[str, int], overridden: list[
     first quoted dotted key: `params.yaml:12: 'mix.ratio': ...`), or by the `--set` override it
     came from; a sweep point's key is the sweep's line."""
     message = cut(message, 1000)
-    if not message.startswith(source):
+    if not message.startswith(source) or message.startswith(f"{source} (--set "):
         return message
     rest = message[len(source) :]
     if rest.startswith(" (sweep point "):  # the point's values, then the error: the sweep's line
