@@ -89,6 +89,15 @@ def open_append(path: str | Path, encoding: str = "utf-8"):
     return os.fdopen(fd, "a", encoding=encoding)
 
 
+def open_fresh(path: str | Path):
+    """Open `path` for writing from empty, in binary (a log a child process writes into): a
+    link in its place is removed first (its target untouched), and none is followed."""
+    path = Path(path)
+    unlink_link(path)
+    flags = os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW | os.O_CLOEXEC
+    return os.fdopen(os.open(path, flags, 0o666), "wb")
+
+
 def own_text(path: str | Path, encoding: str = "utf-8") -> str | None:
     """The text of a file rmlib writes and reads back (metrics, state): None when it is absent
     or a symbolic link (not the run's own: it is replaced at the next write)."""

@@ -120,6 +120,14 @@ def test_a_linked_lock_file_is_refused_in_one_line_and_its_target_kept(tmp_path,
     _untouched(outside)  # the old open truncated it to the holder's pid
 
 
+def test_a_server_log_replaces_a_link(tmp_path, outside):
+    name = _plant(tmp_path / "serve" / "server-8000.log", outside)
+    with writes.open_fresh(name) as out:
+        out.write(b"started\n")
+    _untouched(outside)
+    assert not name.is_symlink() and name.read_bytes() == b"started\n"
+
+
 def test_a_run_folder_that_is_itself_a_link_stays_allowed(tmp_path):
     disk = tmp_path / "data-disk" / "run"
     disk.mkdir(parents=True)
