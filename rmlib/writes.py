@@ -113,3 +113,17 @@ def unlink_link(path: str | Path) -> None:
     path = Path(path)
     if path.is_symlink():
         path.unlink()
+
+
+def unlink_links(folder: str | Path) -> None:
+    """Remove every symbolic link inside `folder` (files and folders, at any depth; links are
+    not followed, their targets untouched): before a library that writes files by name of its
+    own (Trainer's checkpoints, `datasets`' save_to_disk) writes into the folder."""
+    folder = Path(folder)
+    if not folder.is_dir():
+        return
+    for root, dirs, files in os.walk(folder, followlinks=False):
+        for name in [*dirs, *files]:
+            path = Path(root) / name
+            if path.is_symlink():
+                path.unlink()

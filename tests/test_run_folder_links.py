@@ -128,6 +128,20 @@ def test_a_server_log_replaces_a_link(tmp_path, outside):
     assert not name.is_symlink() and name.read_bytes() == b"started\n"
 
 
+def test_links_inside_a_folder_a_library_writes_are_removed(tmp_path, outside):
+    """Trainer checkpoints and `datasets` write by name: the links in their folder go first."""
+    out = tmp_path / "training" / "unified"
+    names = [
+        _plant(out / "trainer_state.json", outside),
+        _plant(out / "checkpoint-1" / "adapter_model.safetensors", outside),
+        _plant(out / "checkpoint-2", outside.parent),  # a linked folder: not entered
+    ]
+    writes.unlink_links(out)
+    _untouched(outside)
+    assert not any(n.exists() or n.is_symlink() for n in names)
+    assert outside.parent.is_dir() and (out / "checkpoint-1").is_dir()
+
+
 def test_a_run_folder_that_is_itself_a_link_stays_allowed(tmp_path):
     disk = tmp_path / "data-disk" / "run"
     disk.mkdir(parents=True)
