@@ -110,6 +110,23 @@ def test_a_linked_params_file_is_refused_in_one_line(tmp_path, outside):
     _untouched(outside)
 
 
+def test_rmlib_run_refuses_a_linked_params_file_before_writing_anything(tmp_path, outside, capsys):
+    from rmlib.cli import main
+
+    folder = tmp_path / "out" / "linked"
+    _plant(folder / "params.yaml", outside)
+    args = ["run", str(ROOT / "params" / "smoke.yaml"), "--name", "linked"]
+    args += ["--set", f"run.output_root={tmp_path / 'out'}", "--set", "run.notebooks=[01_data]"]
+    assert main(args) == 1
+    err = capsys.readouterr().err
+    assert err == (
+        f"rmlib: error: {folder / 'params.yaml'} (the run folder's params) is a symbolic link "
+        f"(to {outside}): rmlib never writes through a link; remove it and run again\n"
+    )
+    _untouched(outside)
+    assert not (folder / lock.LOCK_FILE).exists() and not (folder / "run.log").exists()
+
+
 def test_a_linked_lock_file_is_refused_in_one_line_and_its_target_kept(tmp_path, outside):
     folder = tmp_path / "run"
     _plant(folder / lock.LOCK_FILE, outside)

@@ -33,7 +33,7 @@ from rmlib.run.config import RunConfig, load_config, sweep_points
 from rmlib.run.folder import RunFolder
 from rmlib.run.lock import holding
 from rmlib.workbook.device import check_device, check_gpu_class, cuda_driver, nvidia_smi
-from rmlib.writes import open_append, own_text, unlink_link, write_text
+from rmlib.writes import open_append, own_text, refuse_link, unlink_link, write_text
 
 log = logging.getLogger("rmlib.workbook.execute")
 
@@ -192,6 +192,7 @@ def execute(
     check_gpu_class(cfg)
     preflight(cfg)
     run = RunFolder(Path(cfg.run.output_root) / cfg.run.name)
+    refuse_link(run.params_file, "the run folder's params")  # before anything is written
     with holding(run.path):
         return run, _execute(cfg, run, force=force, progress=progress)
 
