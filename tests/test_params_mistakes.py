@@ -274,4 +274,4 @@ def test_any_set_override_loads_or_is_one_line_naming_it(key, value):
     except ConfigError as e:
         line = str(e)
         assert "\n" not in line and len(line) <= 1500, line[:300]
-        assert line.startswith(f"{SMOKE} (--set ") or line.startswith(f"{SMOKE}:"), line[:300]
+        assert line.startswith((f"{SMOKE} (--set ", f"{SMOKE} (--name ", f"{SMOKE}:")), line[:300]

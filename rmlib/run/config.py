@@ -75,6 +75,8 @@ class RunConfig:
     def error(self, message: str) -> ConfigError:
         """A ConfigError for a check after load (`{source}: '{key}': ...`), located as a load
         error is: the key's line, or the `--set` that gave it."""
+        if not self.lines and not self.overridden:  # built in Python: no file to locate in
+            return ConfigError(message)
         return ConfigError(_located(message, self.source, self.lines, self.overridden))
 
     # One typed property per section of SECTIONS
@@ -271,7 +273,8 @@ def _located(message: str, source: str, lines: dict[str, int], overridden: list[
     key = match.group(1) if match else ""
     override = next((k for k in overridden if _related(key, k)), None)
     if override is not None:
-        return f"{source} (--set {override}){rest}"
+        given = "--name or --set run.name" if override == "run.name" else f"--set {override}"
+        return f"{source} ({given}){rest}"
     return f"{source}:{_line_of(key, lines)}{rest}"
 
 

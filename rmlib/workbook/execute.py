@@ -28,7 +28,7 @@ from typing import Any
 import yaml
 
 from rmlib import status
-from rmlib.config import NOT_RESULTS, project_root
+from rmlib.config import NOT_RESULTS, ConfigError, project_root
 from rmlib.run.config import RunConfig, load_config, sweep_points
 from rmlib.run.folder import RunFolder
 from rmlib.run.lock import holding
@@ -389,7 +389,10 @@ def check_api_key(cfg: RunConfig) -> None:
     from rmlib.run.backends import api_key
 
     if BACKENDS[cfg.generation.backend].servers:
-        api_key(cfg)
+        try:
+            api_key(cfg)
+        except ConfigError as e:
+            raise cfg.error(str(e)) from None
 
 
 class _LogFile(logging.FileHandler):
