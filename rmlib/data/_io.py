@@ -344,9 +344,6 @@ def _read_json(path: Path) -> list[Any] | None:
         if lines:  # JSON lines with a bad byte: the line reader makes it one located bad row
             return None
         raise
-    deep = _too_deep(raw.removeprefix(b"\xef\xbb\xbf"), records=True)
-    if deep is not None and not lines:
-        return _records_apart(raw.removeprefix(b"\xef\xbb\xbf"), str(path))
     try:
         data = json.loads(text)
     except RecursionError:  # past the depth check (a lower recursion limit): read apart
@@ -371,6 +368,10 @@ def _read_json(path: Path) -> list[Any] | None:
             f"expected a JSON array of records, got {type(data).__name__}",
             "type",
         )
+    for i, record in enumerate(data):  # parsed, but nested deeper than any record: a bad row
+        deep, key = _deep_field(record)
+        if deep:
+            data[i] = _nesting_error(str(path), i, key, line=False)
     return data
 
 
@@ -386,13 +387,15 @@ def jsonl_rows(path: Path, start: int = 0) -> Iterator[Row]:
         if not line.strip():
             continue
         try:
-            deep = _too_deep(line)
-            if deep is not None:
-                raise _nesting_error(file, i, deep[2], line=True)
-            record = json.loads(_decode(line, file, i))
-        except RecursionError:  # the depth check's belt: never a traceback
-            err = _nesting_error(file, i, None, line=True)
-            yield Row(file, i, None, start + n, error=err, line=True)
+            try:
+                record = json.loads(_decode(line, file, i))
+            except RecursionError:  # past Python's recursion limit: located by a byte scan
+                deep = _too_deep(line)
+                raise _nesting_error(file, i, deep[2] if deep else None, line=True) from None
+            if line.count(b"[") + line.count(b"{") > MAX_JSON_DEPTH:  # else it cannot be deep
+                deep, key = _deep_field(record)
+                if deep:
+                    raise _nesting_error(file, i, key, line=True)
         except DataError as err:
             yield Row(file, i, None, start + n, error=err, line=True)
         except json.JSONDecodeError as e:
@@ -440,9 +443,32 @@ def _too_deep(raw: bytes, *, records: bool = False) -> tuple[int, int, str | Non
     for m in _JSON_KEY.finditer(raw, 0, at):
         if depth[m.start()] == base + 1:  # a key of the record itself
             key = m.group(1).decode("utf-8", "replace")
-    if key is not None and len(key) > 60:
-        key = key[:57] + "..."
-    return at, index, key
+    return at, index, _field_name(key)
+
+
+def _deep_field(record: Any) -> tuple[bool, str | None]:
+    """Whether a parsed record nests deeper than MAX_JSON_DEPTH levels (the record itself is
+    level 1), and under which of its top-level keys (None: not an object)."""
+    stack: list[tuple[Any, int, str | None]] = [(record, 1, None)]
+    while stack:
+        value, depth, key = stack.pop()
+        if isinstance(value, dict):
+            children = value.items()
+        elif isinstance(value, list):
+            children = enumerate(value)
+        else:
+            continue
+        if depth > MAX_JSON_DEPTH:
+            return True, _field_name(key)
+        for k, child in children:
+            if isinstance(child, dict | list):
+                top = (str(k) if isinstance(value, dict) else None) if depth == 1 else key
+                stack.append((child, depth + 1, top))
+    return False, None
+
+
+def _field_name(key: str | None) -> str | None:
+    return key if key is None or len(key) <= 60 else key[:57] + "..."
 
 
 def _nesting_error(file: str, row: int, field: str | None, *, line: bool) -> DataError:
