@@ -225,3 +225,14 @@ def test_a_bad_byte_in_json_lines_named_json_is_one_located_row(tmp_path):
     path.write_bytes(b'{"pair_id": "a"}\n{"pair_id": "b\xe9"}\n')
     rows = list(read_file(path))
     assert rows[0].error is None and "line 2: not UTF-8 text" in str(rows[1].error)
+
+
+def test_a_huge_value_is_cut_in_the_error_line(tmp_path, capsys) -> None:
+    """A 100,000-character label printed whole made a 100 kB error line."""
+    good = READERS["judgebench"][0]
+    path = tmp_path / "huge.jsonl"
+    path.write_text(json.dumps({**good, "label": "x" * 100_000}) + "\n")
+    assert main(_argv("judgebench", path)) == EXIT_ERROR
+    err = capsys.readouterr().err
+    assert err.startswith(f"rmlib: error: {path}, line 1, field 'label': label 'xxx")
+    assert len(err) < len(str(path)) + 300 and err.count("\n") == 1

@@ -94,6 +94,7 @@ def _encode(rows: list, shape: str, encoding: str, crlf: bool) -> bytes:
 def _check_one_line(err: BaseException, path: Path) -> None:
     line = str(err)
     assert "\n" not in line and str(path) in line, line[:300]
+    assert len(line) < len(str(path)) + 600, line[:300]  # a huge value is cut, never printed
 
 
 def _load(source: str, path: Path, on_error: str) -> None:

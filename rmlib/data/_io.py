@@ -31,6 +31,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from rmlib.config.errors import short
 from rmlib.data.pair import DataError, LoadResult, OnError, Pair
 
 DATA_SUFFIXES: tuple[str, ...] = (".parquet", ".jsonl", ".jsonl.gz", ".json", ".json.gz")
@@ -149,7 +150,9 @@ class Row:
         v = self.get(field) if value is _MISSING else value
         hashable = isinstance(v, str | int | float) and not isinstance(v, bool)
         if not hashable or v not in allowed:
-            raise self.fail(field, f"label {v!r} not in {sorted(allowed, key=str)}", "label")
+            raise self.fail(
+                field, f"label {short(v, 80)} not in {sorted(allowed, key=str)}", "label"
+            )
         return allowed[v]
 
     def messages(self, field: str, value: Any = _MISSING) -> tuple[dict[str, str], ...]:
@@ -164,7 +167,7 @@ class Row:
             role = m.get("role") if isinstance(m, dict) else None
             content = m.get("content") if isinstance(m, dict) else None
             if not isinstance(role, str) or role.lower() not in ROLES:
-                raise self.fail(f"{field}[{k}].role", f"bad role {role!r}", "messages")
+                raise self.fail(f"{field}[{k}].role", f"bad role {short(role, 80)}", "messages")
             if not isinstance(content, str):
                 raise self.fail(
                     f"{field}[{k}].content", "message content must be a string", "messages"
@@ -254,7 +257,9 @@ def _check_new_ids(
             fields = (id_field,) if isinstance(id_field, str) else tuple(id_field)
             field = next((f for f in fields if row.opt(f) is not None), fields[0])
             first = where if file == row.file else f"{file}, {where}"
-            raise row.fail(field, f"duplicate id {p.id!r} (first at {first})", "duplicate")
+            raise row.fail(
+                field, f"duplicate id {short(p.id, 120)} (first at {first})", "duplicate"
+            )
     where = f"line {row.index + 1}" if row.line else f"row {row.index}"
     first_at.update((p.id, (row.file, where)) for p in pairs)
 
