@@ -20,9 +20,23 @@ import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
+
+def _umask() -> int:
+    """This process's umask: read where Linux shows it (setting it to read it back would race
+    with another thread creating a file), else set and restored."""
+    try:
+        for line in Path("/proc/self/status").read_text().splitlines():
+            if line.startswith("Umask:"):
+                return int(line.split()[1], 8)
+    except (OSError, ValueError):
+        pass
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
+
+
 # the mode a plain open() would give a new file: mkstemp's files are 0600
-_UMASK = os.umask(0o022)
-os.umask(_UMASK)
+_UMASK = _umask()
 FILE_MODE = 0o666 & ~_UMASK
 
 
