@@ -18,6 +18,8 @@ import time
 from pathlib import Path
 from typing import IO, Any
 
+from rmlib.writes import write_text
+
 ENV = "RMLIB_STATUS"
 _state: dict[str, Any] = {"written": 0.0, "step": None}
 
@@ -38,9 +40,7 @@ def report(step: str, done: int, total: int | None) -> None:
     _state["written"] = now
     row = {"step": step, "done": done, "total": total, "since": _state["since"], "at": now}
     row["first"] = _state["first"]
-    tmp = f"{path}.tmp"
-    Path(tmp).write_text(json.dumps(row))
-    os.replace(tmp, path)
+    write_text(path, json.dumps(row))
 
 
 def line(notebook: str, started: float, row: dict[str, Any] | None, now: float) -> str:

@@ -102,8 +102,11 @@ READERS: dict[str, tuple[dict, str, str]] = {
 }
 
 # case -> (builds the bad record from the good one, the field the message names)
+# JSON nested deeper than Python's recursion limit (its JSON reader raised RecursionError)
+DEEP = "[" * 5000 + "]" * 5000
 ROW_CASES = {
     "number_for_string": lambda good, field: {**good, field: 7},
+    "too_deep": lambda good, field: {**good, field: "__DEEP__"},
     "missing_field": lambda good, field: {k: v for k, v in good.items() if k != field},
     "list_for_object": lambda good, field: [good],
 }
@@ -113,9 +116,9 @@ MISSING = {"predictions": "verdict"}
 
 
 def _encode(records: list, ext: str) -> bytes:
-    if ext == ".json":
-        return json.dumps(records).encode()
-    return "".join(json.dumps(r) + "\n" for r in records).encode()
+    lines = "".join(json.dumps(r) + "\n" for r in records)
+    text = json.dumps(records) if ext == ".json" else lines
+    return text.replace('"__DEEP__"', DEEP).encode()
 
 
 def _write(path: Path, case: str, good: dict, field: str) -> None:
@@ -158,8 +161,10 @@ def test_malformed_file_is_one_named_line(tmp_path, capsys, reader: str, case: s
     assert code == EXIT_ERROR and out == "", (out, err)
     assert "Traceback" not in err and len(err.strip().splitlines()) == 1, err
     assert err.startswith("rmlib: error: ") and str(path) in err
-    if case in ("number_for_string", "missing_field"):
+    if case in ("number_for_string", "missing_field", "too_deep"):
         assert f"field '{field}'" in err
+    if case == "too_deep":
+        assert "nested deeper than 64 levels" in err
     column = reader in MISSING and case == "missing_field"
     if (case in ROW_CASES or case == "not_utf8") and not column:
         assert ", line 1" in err or ", row 0" in err  # JSON lines name lines; arrays, records
@@ -220,3 +225,14 @@ def test_a_bad_byte_in_json_lines_named_json_is_one_located_row(tmp_path):
     path.write_bytes(b'{"pair_id": "a"}\n{"pair_id": "b\xe9"}\n')
     rows = list(read_file(path))
     assert rows[0].error is None and "line 2: not UTF-8 text" in str(rows[1].error)
+
+
+def test_a_huge_value_is_cut_in_the_error_line(tmp_path, capsys) -> None:
+    """A 100,000-character label printed whole made a 100 kB error line."""
+    good = READERS["judgebench"][0]
+    path = tmp_path / "huge.jsonl"
+    path.write_text(json.dumps({**good, "label": "x" * 100_000}) + "\n")
+    assert main(_argv("judgebench", path)) == EXIT_ERROR
+    err = capsys.readouterr().err
+    assert err.startswith(f"rmlib: error: {path}, line 1, field 'label': label 'xxx")
+    assert len(err) < len(str(path)) + 300 and err.count("\n") == 1

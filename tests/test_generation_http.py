@@ -734,7 +734,7 @@ def test_rmlib_run_refuses_an_unset_key_variable_before_any_work(tmp_path, monke
         "generation.endpoints=[http://127.0.0.1:9]",
         "generation.api_key_env=RMLIB_TEST_UNSET_KEY",
         f"run.output_root={tmp_path}",
-        "run.notebooks=[]",  # were the key not refused, the run would end at once
+        "run.notebooks=[01_data]",  # an empty list is refused itself, at load
     ]
     params = Path(__file__).resolve().parents[1] / "params" / "smoke.yaml"
     code = main(["run", str(params), *(a for s in sets for a in ("--set", s))])

@@ -123,7 +123,7 @@ def test_a_run_name_that_leaves_output_root_is_refused_before_any_work(tmp_path,
     root = tmp_path / "out" / "runs"
     root.mkdir(parents=True)
     args = ["run", str(ROOT / "params" / "smoke.yaml"), "--name", name]
-    args += ["--set", f"run.output_root={root}", "--set", "run.notebooks=[]"]
+    args += ["--set", f"run.output_root={root}", "--set", "run.notebooks=[01_data]"]
     code, err = _main(capsys, *args, *(["--dry-run"] if dry else []))
     assert code == 1 and "Traceback" not in err
     assert err.strip().count("\n") == 0
@@ -178,7 +178,7 @@ def test_a_second_rmlib_run_on_a_folder_in_use_is_refused_with_the_holders_pid(
 ):
     holder = hold(tmp_path / "busy")  # a folder a run in progress holds
     args = ["run", str(ROOT / "params" / "smoke.yaml"), "--name", "busy"]
-    args += ["--set", f"run.output_root={tmp_path}", "--set", "run.notebooks=[]"]
+    args += ["--set", f"run.output_root={tmp_path}", "--set", "run.notebooks=[01_data]"]
     code, err = _main(capsys, *args)
     assert code == 1 and "Traceback" not in err
     assert (
@@ -300,7 +300,9 @@ def test_dry_run_refuses_nonsense_in_one_line(capsys, extra, line):
     params = str(ROOT / "params" / "smoke.yaml")
     assert main(["run", params, "--dry-run", *extra]) == 1
     err = capsys.readouterr().err
-    assert err.startswith(f"rmlib: error: {params}: ") and line in err
+    # located: the --set override the mistake came from
+    key = extra[1].split("=")[0]
+    assert err.startswith(f"rmlib: error: {params} (--set {key}): ") and line in err
     assert err.count("\n") == 1 and "Traceback" not in err
 
 
@@ -312,7 +314,7 @@ def test_dry_run_refuses_a_params_file_that_is_not_a_mapping(tmp_path, capsys):
         params.write_text(text)
         assert main(["run", str(params), "--dry-run"]) == 1
         err = capsys.readouterr().err
-        assert err.startswith(f"rmlib: error: {params}: a params file maps sections (run, model")
+        assert err.startswith(f"rmlib: error: {params}:1: a params file maps sections (run, model")
         assert err.count("\n") == 1
 
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 import dataclasses
 import difflib
 import functools
+import reprlib
 import typing
 from contextvars import ContextVar
 from typing import Any
@@ -28,6 +29,20 @@ MOVED_KEYS: dict[str, str] = {
 }
 
 
+def short(value: Any, limit: int = 200) -> str:
+    """A value's repr for an error line, cut to about `limit` characters: never the expansion of
+    a huge (or aliased) value, whatever its size."""
+    r = reprlib.Repr()
+    r.maxlevel, r.maxstring, r.maxother = 3, limit, limit
+    r.maxlist = r.maxtuple = r.maxdict = r.maxset = 8
+    return cut(r.repr(value), limit)
+
+
+def cut(text: str, limit: int = 300) -> str:
+    """`text` cut to `limit` characters (an error line stays a short line)."""
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
 @functools.cache
 def _validator(cls: type) -> TypeAdapter:
     return TypeAdapter(cls)
@@ -38,7 +53,7 @@ def build_section(cls: type, data: Any, where: str, source: str) -> Any:
     try:
         return _validator(cls).validate_python({} if data is None else data)
     except ValidationError as e:
-        raise ConfigError(_first_error(e, cls, where, source)) from None
+        raise ConfigError(cut(_first_error(e, cls, where, source), 1000)) from None
 
 
 _CHECKING: ContextVar[bool] = ContextVar("rmlib_check_built", default=False)
@@ -78,8 +93,8 @@ def _first_error(e: ValidationError, cls: type, where: str, source: str) -> str:
         hint = f"did you mean '{close[0]}'? " if close else ""
         return f"{source}: unknown key '{key}' ({hint}known: {', '.join(known)}){more}"
     if err["type"] == "value_error":  # a section's own check (__post_init__)
-        return f"{source}: '{key}': {err['ctx']['error']}{more}"
-    return f"{source}: '{key}': {err['msg']}, got {err['input']!r}{more}"
+        return f"{source}: '{key}': {cut(str(err['ctx']['error']))}{more}"
+    return f"{source}: '{key}': {cut(err['msg'])}, got {short(err['input'])}{more}"
 
 
 def _dotted(where: str, loc: tuple) -> str:

@@ -14,6 +14,9 @@ Every loader turns upstream rows into `Pair`s through the same three steps:
    A row repeating an earlier row's pair id is a bad row; a load with no records at all raises.
 
 A JSON-lines file is decoded line by line: a broken or non-UTF-8 line is one located bad row.
+A record nested deeper than MAX_JSON_DEPTH levels (upstream data nests a few; Python's own JSON
+reader fails past its recursion limit) is one located bad row too (file, line or row, and the
+field holding the deep value), in a JSON-lines file and a JSON array alike.
 """
 
 from __future__ import annotations
@@ -28,6 +31,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from rmlib.config.errors import short
 from rmlib.data.pair import DataError, LoadResult, OnError, Pair
 
 DATA_SUFFIXES: tuple[str, ...] = (".parquet", ".jsonl", ".jsonl.gz", ".json", ".json.gz")
@@ -48,7 +52,12 @@ _SKIP_KEYS: dict[str, str] = {
     "value": "bad value in field '{field}'",
     "duplicate": "duplicate id",
     "encoding": "not UTF-8",
+    "nesting": "nested too deeply",
 }
+
+# Upstream records nest a few levels (a conversation's messages, RMB's answers): deeper is no data
+# a loader reads, and past Python's recursion limit no JSON reader, repr or writer copes with it.
+MAX_JSON_DEPTH = 64
 
 
 class HubUnavailable(RuntimeError):
@@ -141,7 +150,9 @@ class Row:
         v = self.get(field) if value is _MISSING else value
         hashable = isinstance(v, str | int | float) and not isinstance(v, bool)
         if not hashable or v not in allowed:
-            raise self.fail(field, f"label {v!r} not in {sorted(allowed, key=str)}", "label")
+            raise self.fail(
+                field, f"label {short(v, 80)} not in {sorted(allowed, key=str)}", "label"
+            )
         return allowed[v]
 
     def messages(self, field: str, value: Any = _MISSING) -> tuple[dict[str, str], ...]:
@@ -156,7 +167,7 @@ class Row:
             role = m.get("role") if isinstance(m, dict) else None
             content = m.get("content") if isinstance(m, dict) else None
             if not isinstance(role, str) or role.lower() not in ROLES:
-                raise self.fail(f"{field}[{k}].role", f"bad role {role!r}", "messages")
+                raise self.fail(f"{field}[{k}].role", f"bad role {short(role, 80)}", "messages")
             if not isinstance(content, str):
                 raise self.fail(
                     f"{field}[{k}].content", "message content must be a string", "messages"
@@ -246,7 +257,9 @@ def _check_new_ids(
             fields = (id_field,) if isinstance(id_field, str) else tuple(id_field)
             field = next((f for f in fields if row.opt(f) is not None), fields[0])
             first = where if file == row.file else f"{file}, {where}"
-            raise row.fail(field, f"duplicate id {p.id!r} (first at {first})", "duplicate")
+            raise row.fail(
+                field, f"duplicate id {short(p.id, 120)} (first at {first})", "duplicate"
+            )
     where = f"line {row.index + 1}" if row.line else f"row {row.index}"
     first_at.update((p.id, (row.file, where)) for p in pairs)
 
@@ -288,7 +301,10 @@ def read_file(path: Path, *, start: int = 0) -> Iterator[Row]:
             "read",
         )
     for i, rec in enumerate(records):
-        yield Row(file, i, rec, start + i)
+        if isinstance(rec, DataError):  # a record read apart from a too-deep one (_read_json)
+            yield Row(file, i, None, start + i, error=rec)
+        else:
+            yield Row(file, i, rec, start + i)
 
 
 def _read_bytes(path: Path) -> bytes:
@@ -323,7 +339,8 @@ def _read_parquet(path: Path) -> list[Any]:
 
 
 def _read_json(path: Path) -> list[Any] | None:
-    """A JSON array's records; None when the file is JSON lines after all."""
+    """A JSON array's records; None when the file is JSON lines after all. A record nested too
+    deeply is a DataError in the list (one located bad row), the others read."""
     raw = _read_bytes(path)
     lines = raw.removeprefix(b"\xef\xbb\xbf").lstrip().startswith(b"{")
     try:
@@ -334,6 +351,10 @@ def _read_json(path: Path) -> list[Any] | None:
         raise
     try:
         data = json.loads(text)
+    except RecursionError:  # past the depth check (a lower recursion limit): read apart
+        if lines:
+            return None
+        return _records_apart(raw.removeprefix(b"\xef\xbb\xbf"), str(path))
     except json.JSONDecodeError as e:
         if e.msg == "Extra data" and text.lstrip().startswith("{"):
             return None
@@ -352,6 +373,10 @@ def _read_json(path: Path) -> list[Any] | None:
             f"expected a JSON array of records, got {type(data).__name__}",
             "type",
         )
+    for i, record in enumerate(data):  # parsed, but nested deeper than any record: a bad row
+        deep, key = _deep_field(record)
+        if deep:
+            data[i] = _nesting_error(str(path), i, key, line=False)
     return data
 
 
@@ -367,7 +392,15 @@ def jsonl_rows(path: Path, start: int = 0) -> Iterator[Row]:
         if not line.strip():
             continue
         try:
-            record = json.loads(_decode(line, file, i))
+            try:
+                record = json.loads(_decode(line, file, i))
+            except RecursionError:  # past Python's recursion limit: located by a byte scan
+                deep = _too_deep(line)
+                raise _nesting_error(file, i, deep[2] if deep else None, line=True) from None
+            if line.count(b"[") + line.count(b"{") > MAX_JSON_DEPTH:  # else it cannot be deep
+                deep, key = _deep_field(record)
+                if deep:
+                    raise _nesting_error(file, i, key, line=True)
         except DataError as err:
             yield Row(file, i, None, start + n, error=err, line=True)
         except json.JSONDecodeError as e:
@@ -376,6 +409,113 @@ def jsonl_rows(path: Path, start: int = 0) -> Iterator[Row]:
         else:
             yield Row(file, i, record, start + n, line=True)
         n += 1
+
+
+# a JSON string (its escapes included) and an object's key: what the depth scan skips and names
+_JSON_STRING = re.compile(rb'"(?:[^"\\]|\\.)*"', re.S)
+_JSON_KEY = re.compile(rb'"((?:[^"\\]|\\.)*)"\s*:')
+
+
+def _depths(raw: bytes) -> Any:
+    """The bracket depth after each byte of JSON text (strings blanked, so a bracket inside one
+    does not count), as a numpy array."""
+    import numpy as np
+
+    blank = _JSON_STRING.sub(lambda m: b'"' + b" " * (len(m.group()) - 2) + b'"', raw)
+    codes = np.frombuffer(blank, dtype=np.uint8)
+    step = np.isin(codes, (ord("["), ord("{"))).astype(np.int32)
+    step -= np.isin(codes, (ord("]"), ord("}"))).astype(np.int32)
+    return np.cumsum(step), codes
+
+
+def _too_deep(raw: bytes, *, records: bool = False) -> tuple[int, int, str | None] | None:
+    """Where JSON text nests a record deeper than MAX_JSON_DEPTH: (byte offset, record index
+    (a JSON array's, else 0), the record's top-level key holding the deep value); None when it
+    does not. `records`: the text is an array of records (one level more)."""
+    limit = MAX_JSON_DEPTH + (1 if records else 0)
+    if raw.count(b"[") + raw.count(b"{") <= limit:  # the common case, without numpy
+        return None
+    import numpy as np
+
+    depth, codes = _depths(raw)
+    over = np.flatnonzero(depth > limit)
+    if not over.size:
+        return None
+    at = int(over[0])
+    base = 1 if records else 0  # depth at which the records' own brackets open
+    index = int(np.count_nonzero((codes[:at] == ord(",")) & (depth[:at] == base))) if records else 0
+    key = None
+    for m in _JSON_KEY.finditer(raw, 0, at):
+        if depth[m.start()] == base + 1:  # a key of the record itself
+            key = m.group(1).decode("utf-8", "replace")
+    return at, index, _field_name(key)
+
+
+def _deep_field(record: Any) -> tuple[bool, str | None]:
+    """Whether a parsed record nests deeper than MAX_JSON_DEPTH levels (the record itself is
+    level 1), and under which of its top-level keys (None: not an object)."""
+    stack: list[tuple[Any, int, str | None]] = [(record, 1, None)]
+    while stack:
+        value, depth, key = stack.pop()
+        if isinstance(value, dict):
+            children = value.items()
+        elif isinstance(value, list):
+            children = enumerate(value)
+        else:
+            continue
+        if depth > MAX_JSON_DEPTH:
+            return True, _field_name(key)
+        for k, child in children:
+            if isinstance(child, dict | list):
+                top = (str(k) if isinstance(value, dict) else None) if depth == 1 else key
+                stack.append((child, depth + 1, top))
+    return False, None
+
+
+def _field_name(key: str | None) -> str | None:
+    return key if key is None or len(key) <= 60 else key[:57] + "..."
+
+
+def _nesting_error(file: str, row: int, field: str | None, *, line: bool) -> DataError:
+    return DataError(
+        file,
+        row,
+        field,
+        f"nested deeper than {MAX_JSON_DEPTH} levels (no benchmark record does)",
+        "nesting",
+        line=line,
+    )
+
+
+def _records_apart(raw: bytes, file: str) -> list[Any]:
+    """A JSON array read record by record (its depth-1 commas split it): a record nested too
+    deeply becomes its located DataError, every other record is read."""
+    import numpy as np
+
+    depth, codes = _depths(raw)
+    opens = np.flatnonzero((codes == ord("[")) & (depth == 1))
+    if not opens.size:
+        raise DataError(file, None, None, "expected a JSON array of records", "type")
+    # a comma between records, and the array's closing bracket
+    ends = np.flatnonzero(
+        ((codes == ord(",")) & (depth == 1)) | ((codes == ord("]")) & (depth == 0))
+    )
+    bounds = [int(opens[0])] + [int(e) for e in ends if e > opens[0]]
+    out: list[Any] = []
+    for i, (a, b) in enumerate(zip(bounds, bounds[1:], strict=False)):
+        chunk = raw[a + 1 : b]
+        if not chunk.strip():
+            continue
+        deep = _too_deep(chunk)
+        if deep is not None:
+            out.append(_nesting_error(file, i, deep[2], line=False))
+            continue
+        try:
+            out.append(json.loads(_decode(chunk, file)))
+        except (json.JSONDecodeError, DataError) as e:
+            reason = e.msg if isinstance(e, json.JSONDecodeError) else e.reason
+            out.append(DataError(file, i, None, f"broken JSON record ({reason})", "json"))
+    return out
 
 
 def split_files(root: Path, split: str | None, config: str | None) -> list[Path]:

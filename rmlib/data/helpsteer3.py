@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from rmlib.config.errors import short
 from rmlib.data._io import Drop, Row, collect, no_options, rows_for
 from rmlib.data.pair import LoadResult, OnError, Pair
 
@@ -48,7 +49,9 @@ def load_helpsteer3(
 def _pair(row: Row, drop_ties: bool) -> Pair:
     pref = row.get("overall_preference")
     if isinstance(pref, bool) or not isinstance(pref, int) or pref not in PREFERENCE_RANGE:
-        raise row.fail("overall_preference", f"label {pref!r} not an integer in -3..3", "label")
+        raise row.fail(
+            "overall_preference", f"label {short(pref, 80)} not an integer in -3..3", "label"
+        )
     context = row.context("context", row.messages("context"))
     r1, r2 = row.text("response1"), row.text("response2")
     if pref == 0:

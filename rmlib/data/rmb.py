@@ -24,6 +24,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+from rmlib.config.errors import short
 from rmlib.data._io import (
     Drop,
     Row,
@@ -165,7 +166,7 @@ def _base_meta(row: Row, kind: str, category_path: Any, conversation: Any) -> di
     if goal is None:
         raise row.fail(
             "category_path",
-            f"cannot tell helpfulness from harmlessness in {category_path!r}",
+            f"cannot tell helpfulness from harmlessness in {short(category_path, 120)}",
             "value",
         )
     idx = [p.lower() for p in cat_parts].index(goal) if goal in map(str.lower, cat_parts) else -1
@@ -213,7 +214,9 @@ def _mirror(row: Row, sets: tuple[str, ...], hint: str | None, seed: int) -> lis
         or not isinstance(best_at, int)
         or not (0 <= best_at < len(responses))
     ):
-        raise row.fail("preferred_index", f"label {best_at!r} not an index of responses", "label")
+        raise row.fail(
+            "preferred_index", f"label {short(best_at, 80)} not an index of responses", "label"
+        )
     stated = str(row.opt("split_type") or "").lower()
     kind = stated if stated in SETS else hint or ("pairwise" if len(responses) == 2 else "bon")
     if kind not in sets:

@@ -52,6 +52,7 @@ from typing import Any
 
 from rmlib.generation.settings import GenerationSection
 from rmlib.generation.vllm import EngineSettings, adapter_rank
+from rmlib.writes import open_fresh
 
 SERVER_MODULE = "vllm.entrypoints.launchers.api_server.entry"
 STOP_GRACE_SECONDS = 30.0  # vLLM's own shutdown frees its workers in seconds
@@ -326,7 +327,7 @@ def start_servers(
     try:
         for p, extra in zip(ports, server_envs(count, spec, on_cuda=on_cuda), strict=True):
             log = logs_at / f"server-{p}.log"
-            with open(log, "wb") as out:
+            with open_fresh(log) as out:  # the run folder's serve/: never through a link
                 proc = subprocess.Popen(
                     server_args(spec, host=host, port=p, on_cuda=on_cuda),
                     stdout=out,

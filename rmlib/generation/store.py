@@ -24,6 +24,7 @@ from typing import Any
 
 from rmlib import status
 from rmlib.generation.base import Backend, Generation, SamplingParams, generation_key
+from rmlib.writes import refuse_link
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS generations (
@@ -66,6 +67,10 @@ class GenerationStore:
     def __init__(self, path: str | Path, *, timeout: float = 60.0) -> None:
         self.path = Path(path)
         self.path.parent.mkdir(parents=True, exist_ok=True)
+        # SQLite opens its files by name, following links: one planted in place of the store or
+        # its -wal / -shm / -journal file would have it write elsewhere; refused in one line
+        for name in ("", "-wal", "-shm", "-journal"):
+            refuse_link(f"{self.path}{name}", "the generation store")
         # timeout: wait for another process's write instead of failing with "database is locked".
         # check_same_thread=False: a store is used by one thread at a time, but not always the one
         # that opened it (a GRPO reward function runs the judge in a worker thread); Python's

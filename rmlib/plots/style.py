@@ -32,6 +32,7 @@ from matplotlib.lines import Line2D
 from rmlib.reflect.registry import REGISTRY
 from rmlib.run.folder import RunFolder
 from rmlib.run.models import sort_rows
+from rmlib.writes import replacing
 
 # Okabe & Ito (2008), "Color Universal Design".
 OKABE_ITO: dict[str, str] = {
@@ -133,8 +134,10 @@ def save_to(fig: Figure, stem: Path) -> Figure:
     """Write `stem`.png and `stem`.svg, close the figure (no open-figure build-up), return it."""
     stem = Path(stem)
     stem.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(stem.parent / f"{stem.name}.png", dpi=PNG_DPI, bbox_inches="tight")
-    fig.savefig(stem.parent / f"{stem.name}.svg", bbox_inches="tight")
+    with replacing(stem.parent / f"{stem.name}.png") as tmp:  # never through a link
+        fig.savefig(tmp, format="png", dpi=PNG_DPI, bbox_inches="tight")
+    with replacing(stem.parent / f"{stem.name}.svg") as tmp:
+        fig.savefig(tmp, format="svg", bbox_inches="tight")
     plt.close(fig)
     return fig
 

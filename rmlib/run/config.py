@@ -20,13 +20,17 @@ import copy
 import dataclasses
 import difflib
 import itertools
+import math
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import yaml
 
-from rmlib.config import ConfigError, build_section, not_a_mapping, read_yaml, set_dotted
+from rmlib.config import ConfigError, build_section, not_a_mapping, set_dotted
+from rmlib.config.errors import cut, short
+from rmlib.config.files import load_yaml, yaml_error_line
 from rmlib.data import get_source
 from rmlib.data.settings import DataSection
 from rmlib.generation.settings import GenerationSection, ModelSection
@@ -36,6 +40,10 @@ from rmlib.run.sections import EvalSection, PlanSection, RolloutSection, RunSect
 from rmlib.training.grpo_config import GRPOSettings, batch_plan, per_process
 from rmlib.training.mix import TrainMixConfig
 from rmlib.training.sft import WarmupConfig
+
+# A sweep runs one whole run per point: more than this many is a mistake (a list pasted twice,
+# one key too many), refused from the lists' lengths before the grid is built.
+MAX_SWEEP_POINTS = 256
 
 SECTIONS: dict[str, type] = {
     "run": RunSection,
@@ -60,6 +68,16 @@ class RunConfig:
     sections: dict[str, Any]
     source: str = "<dict>"
     sweep: dict[str, list] = field(default_factory=dict)
+    # where each dotted key is in the params file, and the keys `--set` gave (`error` says it)
+    lines: dict[str, int] = field(default_factory=dict, repr=False)
+    overridden: list[str] = field(default_factory=list, repr=False)
+
+    def error(self, message: str) -> ConfigError:
+        """A ConfigError for a check after load (`{source}: '{key}': ...`), located as a load
+        error is: the key's line, or the `--set` that gave it."""
+        if not self.lines and not self.overridden:  # built in Python: no file to locate in
+            return ConfigError(message)
+        return ConfigError(_located(message, self.source, self.lines, self.overridden))
 
     # One typed property per section of SECTIONS
     @property
@@ -127,7 +145,7 @@ def config_from_dict(data: dict[str, Any], source: str = "<dict>") -> RunConfig:
         raise ConfigError(f"{source}: 'sweep' must map dotted keys to lists of values")
     cfg.sweep = sweep
     for point in sweep_points(cfg):
-        where = ", ".join(f"{k}={v!r}" for k, v in point.items())
+        where = ", ".join(f"{k}={short(v, 60)}" for k, v in point.items())
         point_data = copy.deepcopy(data)
         for key, value in point.items():
             set_dotted(point_data, key, value)
@@ -143,6 +161,14 @@ def _sections(data: dict[str, Any], source: str) -> RunConfig:
         raise ConfigError(
             f"{source}: unknown section '{unknown[0]}' ({hint}known: {', '.join(SECTIONS)}, sweep)"
         )
+    for name in SECTIONS:  # `model:` left empty, or `--set model=3`: never its defaults silently
+        if name in data and not isinstance(data[name], dict):
+            value = data[name]
+            what = "empty (null)" if value is None else f"{type(value).__name__} {short(value, 60)}"
+            raise ConfigError(
+                f"{source}: section '{name}' is {what}: a section maps its keys to values; "
+                f"remove the '{name}' line to keep its defaults"
+            )
     # One master seed: the inference seed is the run's unless the file sets it.
     run = data.get("run")
     seed = run.get("seed", RunSection.seed) if isinstance(run, dict) else RunSection.seed
@@ -184,19 +210,88 @@ def _check_sources(cfg: RunConfig) -> None:
 
 
 def load_config(path: str | Path, overrides: dict[str, Any] | None = None) -> RunConfig:
-    """Read a params file; `overrides` maps dotted keys ('mix.ratio') to values."""
+    """Read a params file; `overrides` maps dotted keys ('mix.ratio') to values.
+
+    Every mistake is one ConfigError line naming the file and the line (`file:line: ...`), or the
+    `--set` override it came from."""
     path = Path(path)
     try:
-        data = read_yaml(path.read_text())
+        raw = path.read_bytes()
     except FileNotFoundError:
         raise ConfigError(f"params file not found: {path}") from None
+    except IsADirectoryError:
+        raise ConfigError(f"{path}: is a folder, not a params file") from None
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as e:
+        line = raw[: e.start].count(b"\n") + 1
+        column = e.start - (raw.rfind(b"\n", 0, e.start) + 1) + 1
+        raise ConfigError(
+            f"{path}:{line}: not UTF-8 text (byte 0x{raw[e.start]:02x} at column {column}): "
+            "save the params file as UTF-8"
+        ) from None
+    try:
+        data, lines = load_yaml(text)
     except yaml.YAMLError as e:
-        raise ConfigError(f"{path}: not valid YAML: {' '.join(str(e).split())}") from None
+        line, what = yaml_error_line(e)
+        raise ConfigError(f"{path}:{line or 1}: not a valid params file: {what}") from None
     if not isinstance(data, dict) or not data:
-        raise ConfigError(f"{path}: {not_a_mapping(data)}")
-    for key, value in (overrides or {}).items():
-        set_dotted(data, key, value)
-    return config_from_dict(data, source=str(path))
+        raise ConfigError(f"{path}:1: {not_a_mapping(data)}")
+    overridden = list(overrides or {})
+    try:
+        for key, value in (overrides or {}).items():
+            try:
+                set_dotted(data, key, value)
+            except ConfigError as e:
+                raise ConfigError(f"{path} (--set {key}): {e}") from None
+        cfg = config_from_dict(data, source=str(path))
+    except ConfigError as e:
+        raise ConfigError(_located(str(e), str(path), lines, overridden)) from None
+    cfg.lines, cfg.overridden = lines, overridden
+    return cfg
+
+
+_KEY = re.compile(r"'([A-Za-z_][\w.\[\]-]*)'")
+
+
+def _located(message: str, source: str, lines: dict[str, int], overridden: list[str]) -> str:
+    """A ConfigError of a params file, its file followed by the line of the key it names (the
+    first quoted dotted key: `params.yaml:12: 'mix.ratio': ...`), or by the `--set` override it
+    came from; a sweep point's key is the sweep's line."""
+    message = cut(message, 1000)
+    if not message.startswith(source) or message.startswith(f"{source} (--set "):
+        return message
+    rest = message[len(source) :]
+    if rest.startswith(" (sweep point "):  # the point's values, then the error: the sweep's line
+        error = rest.split("): ", 1)[-1]
+        named = _KEY.findall(error)
+        swept = [
+            k for k in lines if k.startswith("sweep.") and any(_related(k[6:], n) for n in named)
+        ]
+        return f"{source}:{_line_of(swept[0] if swept else 'sweep', lines)}{rest}"
+    match = _KEY.search(rest)
+    key = match.group(1) if match else ""
+    override = next((k for k in overridden if _related(key, k)), None)
+    if override is not None:
+        given = "--name or --set run.name" if override == "run.name" else f"--set {override}"
+        return f"{source} ({given}){rest}"
+    return f"{source}:{_line_of(key, lines)}{rest}"
+
+
+def _related(key: str, other: str) -> bool:
+    """Whether one dotted key is the other or holds it (`mix` and `mix.ratio`)."""
+    a, b = sorted((key, other), key=len)
+    return a == b or b.startswith((f"{a}.", f"{a}["))
+
+
+def _line_of(key: str, lines: dict[str, int]) -> int:
+    """The line of `key`, else of the nearest key above it that the file has (a missing key's
+    section); 1 when the file has none of them."""
+    while key:
+        if key in lines:
+            return lines[key]
+        key = re.sub(r"(\.[^.\[\]]*|\[\d+\])$", "", key) if re.search(r"[.\[]", key) else ""
+    return 1
 
 
 def sweep_points(cfg: RunConfig) -> list[dict[str, Any]]:
@@ -204,6 +299,13 @@ def sweep_points(cfg: RunConfig) -> list[dict[str, Any]]:
     for key, values in cfg.sweep.items():
         if not isinstance(values, list) or not values:
             raise ConfigError(f"{cfg.source}: 'sweep.{key}' must be a non-empty list of values")
+    size = math.prod(len(values) for values in cfg.sweep.values())  # before building the grid
+    if size > MAX_SWEEP_POINTS:
+        counts = " x ".join(f"{len(v)} ({k})" for k, v in cfg.sweep.items())
+        raise ConfigError(
+            f"{cfg.source}: 'sweep' has {size:,} points ({cut(counts, 200)}), over the limit of "
+            f"{MAX_SWEEP_POINTS} (each point is a whole run): sweep fewer values"
+        )
     keys = list(cfg.sweep)
     return [dict(zip(keys, combo, strict=True)) for combo in itertools.product(*cfg.sweep.values())]
 

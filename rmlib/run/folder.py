@@ -29,6 +29,7 @@ from rmlib.config import project_root
 from rmlib.data.pair import Pair
 from rmlib.run.config import RunConfig, config_from_dict, load_config
 from rmlib.run.lock import hold_until_exit
+from rmlib.writes import own_text, refuse_link, replacing, write_text
 
 ENV_RUN_DIR = "RMLIB_RUN_DIR"
 ENV_PARAMS = "RMLIB_PARAMS"
@@ -46,7 +47,9 @@ class RunFolder:
         return self.path / "params.yaml"
 
     def write_params(self, cfg: RunConfig) -> None:
-        self.params_file.write_text(yaml.safe_dump(cfg.to_dict(), sort_keys=False))
+        # a link here is most likely the user's own params file: refused, never replaced
+        refuse_link(self.params_file, "the run folder's params")
+        write_text(self.params_file, yaml.safe_dump(cfg.to_dict(), sort_keys=False))
 
     def config(self) -> RunConfig:
         data = yaml.safe_load(self.params_file.read_text())
@@ -81,9 +84,8 @@ class RunFolder:
 
     def write_table(self, name: str, df: pd.DataFrame) -> Path:
         path = self.table_path(name)
-        tmp = path.with_suffix(".parquet.tmp")
-        df.to_parquet(tmp, index=False)
-        os.replace(tmp, path)  # atomic: a killed run never leaves half a table
+        with replacing(path) as tmp:  # atomic: a killed run never leaves half a table
+            df.to_parquet(tmp, index=False)
         return path
 
     def read_table(self, name: str) -> pd.DataFrame:
@@ -100,14 +102,13 @@ class RunFolder:
         return self.path / "metrics.json"
 
     def metrics(self) -> dict[str, Any]:
-        return json.loads(self.metrics_file.read_text()) if self.metrics_file.exists() else {}
+        text = own_text(self.metrics_file)  # a link planted there is not the run's
+        return json.loads(text) if text is not None else {}
 
     def update_metrics(self, section: str, values: dict[str, Any]) -> None:
         data = self.metrics()
         data[section] = values
-        tmp = self.metrics_file.with_suffix(".tmp")
-        tmp.write_text(json.dumps(data, indent=2, default=_json_default))
-        os.replace(tmp, self.metrics_file)
+        write_text(self.metrics_file, json.dumps(data, indent=2, default=_json_default))
 
     def figure_path(self, name: str) -> Path:
         return self.path / "figures" / name
@@ -119,13 +120,14 @@ class RunFolder:
     def record_data_file(self, path: str | Path) -> None:
         """Hash a local data file/folder read by this run into data_hashes.json."""
         hashes_file = self.path / "data_hashes.json"
-        hashes = json.loads(hashes_file.read_text()) if hashes_file.exists() else {}
+        text = own_text(hashes_file)
+        hashes = json.loads(text) if text is not None else {}
         p = Path(path)
         if p.exists():
             hashes[str(p.resolve())] = hash_path(p)
         else:  # a hub id: the name is all we can record offline
             hashes[str(path)] = "hub id (not hashed)"
-        hashes_file.write_text(json.dumps(hashes, indent=2, sort_keys=True))
+        write_text(hashes_file, json.dumps(hashes, indent=2, sort_keys=True))
 
 
 def hash_path(p: Path) -> str:

@@ -5,10 +5,13 @@ of a notebook open on it), an flock on `<folder>/.lock` holding the holder's pid
 from __future__ import annotations
 
 import contextlib
+import errno
 import fcntl
 import os
 from collections.abc import Iterator
 from pathlib import Path
+
+from rmlib.writes import refuse_link
 
 
 class RunFolderBusy(RuntimeError):
@@ -64,7 +67,15 @@ os.register_at_fork(after_in_child=_forget_held)  # a no-op in processes that ho
 def _lock(folder: Path) -> int:
     """Take the folder's flock; returns its descriptor (closing it releases the lock)."""
     path = folder / LOCK_FILE
-    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)  # no O_TRUNC: the holder's pid stays
+    refuse_link(path, "the run folder's lock")
+    # no O_TRUNC: the holder's pid stays; no link followed (one planted after the check: ELOOP)
+    try:
+        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, 0o644)
+    except OSError as e:
+        if e.errno != errno.ELOOP:
+            raise
+        refuse_link(path, "the run folder's lock")
+        raise
     try:
         fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
     except BlockingIOError:

@@ -5,6 +5,7 @@ params hash leaves it out, so editing it never re-runs a finished notebook)."""
 
 from __future__ import annotations
 
+import unicodedata
 from dataclasses import dataclass
 from typing import Annotated, Literal
 
@@ -29,7 +30,26 @@ def check_run_name(name: str) -> str:
             f"run name {name!r} is not one folder name: not '', '.' or '..', no '/', '\\' or "
             "NUL, not absolute (run.output_root says where run folders go)"
         )
+    # a name is printed in logs, tables and terminals: no newline, terminal escape (control
+    # characters), bidi override or other invisible format character that would forge them
+    for c in name:
+        if unicodedata.category(c) in ("Cc", "Cf", "Cs", "Co", "Cn", "Zl", "Zp"):
+            what = unicodedata.name(c, "a control character")
+            raise ValueError(
+                f"run name {name[:80]!r} holds U+{ord(c):04X} ({what}): a run name is printed in "
+                "logs and terminals; use letters, digits, '-', '_' and '.'"
+            )
     return name
+
+
+def check_notebooks(stems: list[str]) -> list[str]:
+    """A run runs something: an empty notebook list would run nothing and report success."""
+    if not stems:
+        raise ValueError(
+            "no notebooks: a run runs at least one (stems of notebooks/*.ipynb, e.g. 01_data); "
+            "leave run.notebooks out for all of them"
+        )
+    return stems
 
 
 def notebook_stems() -> list[str]:
@@ -57,7 +77,9 @@ class RunSection:
     )
     seed: Seed = doc("Master seed; every random choice of the run derives from it.", 0)
     output_root: str = doc("Where run folders go (any folder).", "outputs")
-    notebooks: list[Annotated[str, AfterValidator(check_notebook)]] = doc(
+    notebooks: Annotated[
+        list[Annotated[str, AfterValidator(check_notebook)]], AfterValidator(check_notebooks)
+    ] = doc(
         "Notebooks to execute, in order (stems of notebooks/*.ipynb, e.g. 01_data).",
         [
             "01_data",

@@ -64,6 +64,7 @@ from rmlib.training.colocate import adapter_bases
 from rmlib.training.grpo_config import GRPOSettings, batch_plan, per_process
 from rmlib.training.grpo_trainer import build_trainer
 from rmlib.training.model_card import write_model_card
+from rmlib.writes import write_text
 
 CHECKPOINT_PREFIX = "checkpoint-"
 
@@ -147,7 +148,7 @@ def train_grpo(
                 trainer.model_wrapped, "find_unused_parameters", None
             ),
         }
-        (out / SETTINGS_JSON).write_text(json.dumps(meta, indent=2, default=str))
+        write_text(out / SETTINGS_JSON, json.dumps(meta, indent=2, default=str))
         write_model_card(out, meta)
     return out
 

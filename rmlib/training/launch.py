@@ -34,6 +34,7 @@ from pathlib import Path
 from typing import Any
 
 from rmlib.training.grpo_config import GRPOSettings, batch_plan, per_process
+from rmlib.writes import write_text
 
 SPEC_JSON = "launch.json"
 # what a failed child's error shows of its output
@@ -83,7 +84,7 @@ class TrainJob:
     def save(self) -> Path:
         path = Path(self.output) / SPEC_JSON
         path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(json.dumps(asdict(self), indent=2))
+        write_text(path, json.dumps(asdict(self), indent=2))
         return path
 
     @classmethod

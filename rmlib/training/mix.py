@@ -71,6 +71,7 @@ import pandas as pd
 from rmlib.config import PARAMS, CountOrOff, Seed, doc
 from rmlib.data.pair import DataError, Pair
 from rmlib.judge import prompts
+from rmlib.writes import replacing, unlink_links, write_text
 
 PAIR_CLASSES: tuple[str, ...] = ("easy", "mixed", "all_wrong", "correct_or_failed")
 VARIANTS: dict[str, str] = {
@@ -160,10 +161,12 @@ class TrainMix:
         """Write dataset/ (save_to_disk), provenance.json, counts.csv and pair_classes.parquet."""
         out = Path(out_dir)
         out.mkdir(parents=True, exist_ok=True)
+        unlink_links(out)  # datasets writes its files by name: never through a link
         self.dataset.save_to_disk(str(out / "dataset"))
-        (out / "provenance.json").write_text(json.dumps(self.provenance, indent=2, default=str))
-        self.counts_table().to_csv(out / "counts.csv", index=False)
-        self.pair_classes.to_parquet(out / "pair_classes.parquet", index=False)
+        write_text(out / "provenance.json", json.dumps(self.provenance, indent=2, default=str))
+        write_text(out / "counts.csv", self.counts_table().to_csv(index=False))
+        with replacing(out / "pair_classes.parquet") as tmp:
+            self.pair_classes.to_parquet(tmp, index=False)
         return out
 
 

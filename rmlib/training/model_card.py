@@ -8,6 +8,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from rmlib.writes import write_text
+
 EVAL_START = "<!-- rmlib:evaluation:start -->"
 
 
@@ -60,7 +62,7 @@ def write_model_card(out: Path, meta: dict[str, Any]) -> Path:
         evaluation or _EMPTY_EVALUATION,
         "",
     ]
-    path.write_text("\n".join(lines))
+    write_text(path, "\n".join(lines))
     return path
 
 
@@ -182,5 +184,5 @@ def fill_evaluation(adapter_dir: str | Path, markdown: str) -> Path:
 
 
 def _write(path: Path, text: str) -> Path:
-    path.write_text(text)
+    write_text(path, text)
     return path

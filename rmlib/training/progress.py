@@ -15,6 +15,7 @@ import pandas as pd
 from rmlib import status
 from rmlib.data._io import jsonl_rows
 from rmlib.training.importance import IS_KEYS
+from rmlib.writes import open_append, own_text, write_text
 
 PROGRESS_CSV = "progress.csv"
 
@@ -59,10 +60,10 @@ class ProgressTable:
         return self.output_dir / PROGRESS_JSONL
 
     def on_train_begin(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
-        if not state.is_world_process_zero or not self.jsonl.exists():
+        if not state.is_world_process_zero or own_text(self.jsonl) is None:
             return
         rows = [r for r in _read_jsonl(self.jsonl) if r["step"] <= state.global_step]
-        self.jsonl.write_text("".join(json.dumps(r) + "\n" for r in rows))
+        write_text(self.jsonl, "".join(json.dumps(r) + "\n" for r in rows))
         self._write_csv(rows)
 
     def on_step_end(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
@@ -73,16 +74,15 @@ class ProgressTable:
             return  # only training-step logs carry a reward (the final summary does not)
         row = {"step": state.global_step, "epoch": logs.get("epoch", state.epoch)}
         row.update({k: _number(logs.get(k)) for k in PROGRESS_KEYS})
-        with self.jsonl.open("a") as fh:
+        with open_append(self.jsonl) as fh:
             fh.write(json.dumps(row) + "\n")
         self._write_csv(_read_jsonl(self.jsonl))
         if self.verbose:
             print(progress_line(row, state.max_steps), flush=True)
 
     def _write_csv(self, rows: list[dict[str, Any]]) -> None:
-        pd.DataFrame(rows, columns=["step", "epoch", *PROGRESS_KEYS]).to_csv(
-            self.output_dir / PROGRESS_CSV, index=False
-        )
+        table = pd.DataFrame(rows, columns=["step", "epoch", *PROGRESS_KEYS])
+        write_text(self.output_dir / PROGRESS_CSV, table.to_csv(index=False))
 
 
 def progress_callback(output_dir: str | Path, verbose: bool = True) -> Any:

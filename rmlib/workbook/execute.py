@@ -28,11 +28,12 @@ from typing import Any
 import yaml
 
 from rmlib import status
-from rmlib.config import NOT_RESULTS, project_root
+from rmlib.config import NOT_RESULTS, ConfigError, project_root
 from rmlib.run.config import RunConfig, load_config, sweep_points
 from rmlib.run.folder import RunFolder
 from rmlib.run.lock import holding
 from rmlib.workbook.device import check_device, check_gpu_class, cuda_driver, nvidia_smi
+from rmlib.writes import open_append, own_text, refuse_link, unlink_link, write_text
 
 log = logging.getLogger("rmlib.workbook.execute")
 
@@ -191,6 +192,7 @@ def execute(
     check_gpu_class(cfg)
     preflight(cfg)
     run = RunFolder(Path(cfg.run.output_root) / cfg.run.name)
+    refuse_link(run.params_file, "the run folder's params")  # before anything is written
     with holding(run.path):
         return run, _execute(cfg, run, force=force, progress=progress)
 
@@ -203,7 +205,7 @@ def _execute(
 
     _start_log(run)
     run.write_params(cfg)
-    (run.path / "manifest.json").write_text(json.dumps(manifest(cfg), indent=2, default=str))
+    write_text(run.path / "manifest.json", json.dumps(manifest(cfg), indent=2, default=str))
     state = _read_state(run)
     phash = params_hash(cfg)
     library = library_hash()
@@ -222,6 +224,7 @@ def _execute(
             log.info("re-run %s (%s)", nb, why)
         dest = run.path / "notebooks" / f"{nb}.ipynb"
         log.info("run %s -> %s", nb, dest)
+        unlink_link(dest)  # papermill writes its copy by name: never through a link
         t0 = time.time()
         try:
             with _watching(run, nb, progress), _interruptible():
@@ -371,13 +374,12 @@ def preflight(cfg: RunConfig) -> None:
 def check_trl_keys(cfg: RunConfig) -> None:
     """Refuse, before any work, a grpo.trl key that trl.GRPOConfig does not have, naming the
     params file (`grpo_config.check_trl_keys` is the rule)."""
-    from rmlib.config import ConfigError
     from rmlib.training.grpo_config import check_trl_keys as check
 
     try:
         check(cfg.grpo.trl)
     except ValueError as e:
-        raise ConfigError(f"{cfg.source}: {e}") from None
+        raise cfg.error(f"{cfg.source}: {e}") from None
 
 
 def check_api_key(cfg: RunConfig) -> None:
@@ -387,11 +389,21 @@ def check_api_key(cfg: RunConfig) -> None:
     from rmlib.run.backends import api_key
 
     if BACKENDS[cfg.generation.backend].servers:
-        api_key(cfg)
+        try:
+            api_key(cfg)
+        except ConfigError as e:
+            raise cfg.error(str(e)) from None
+
+
+class _LogFile(logging.FileHandler):
+    """run.log, appended to without following a link (one in its place is replaced)."""
+
+    def _open(self):
+        return open_append(self.baseFilename, encoding=self.encoding or "utf-8")
 
 
 def _start_log(run: RunFolder) -> None:
-    handler = logging.FileHandler(run.path / "run.log")
+    handler = _LogFile(run.path / "run.log", encoding="utf-8")
     handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(message)s"))
     log.handlers = [handler, logging.StreamHandler(sys.stderr)]
     log.setLevel(logging.INFO)
@@ -399,16 +411,13 @@ def _start_log(run: RunFolder) -> None:
 
 
 def _read_state(run: RunFolder) -> dict[str, Any]:
-    path = run.path / "state.json"
-    return json.loads(path.read_text()) if path.exists() else {}
+    text = own_text(run.path / "state.json")  # a link planted there is not the run's
+    return json.loads(text) if text is not None else {}
 
 
 def _write_state(run: RunFolder, state: dict[str, Any]) -> None:
     """Write state.json atomically: a kill mid-write leaves the old file, never half a file."""
-    path = run.path / "state.json"
-    tmp = path.with_suffix(".json.tmp")
-    tmp.write_text(json.dumps(state, indent=2))
-    os.replace(tmp, path)
+    write_text(run.path / "state.json", json.dumps(state, indent=2))
 
 
 def library_hash() -> str:
@@ -453,8 +462,8 @@ def sweep(params_file: str | Path, *, progress: bool = True) -> Path:
     out = Path(base.run.output_root) / f"{base.run.name}-sweep"
     out.mkdir(parents=True, exist_ok=True)
     table = pd.DataFrame(rows)
-    table.to_csv(out / "comparison.csv", index=False)
-    (out / "sweep.yaml").write_text(yaml.safe_dump({"points": points}, sort_keys=False))
+    write_text(out / "comparison.csv", table.to_csv(index=False))
+    write_text(out / "sweep.yaml", yaml.safe_dump({"points": points}, sort_keys=False))
     from rmlib.plots import sweep_figure
 
     sweep_figure(table, list(base.sweep), out / "comparison")

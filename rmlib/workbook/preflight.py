@@ -25,6 +25,7 @@ from typing import Any
 
 from rmlib.run.config import RunConfig, load_config
 from rmlib.training.grpo_config import batch_plan, per_process
+from rmlib.writes import write_text
 
 SUFFIX = "-preflight"
 # A file in the preflight's folder: only a folder holding it is emptied before a preflight.
@@ -142,7 +143,7 @@ def _fresh(folder: Path) -> None:
             )
         shutil.rmtree(folder)
     folder.mkdir(parents=True)
-    (folder / MARKER).write_text("made by `rmlib run --preflight`; emptied by the next one\n")
+    write_text(folder / MARKER, "made by `rmlib run --preflight`; emptied by the next one\n")
 
 
 def checks(cfg: RunConfig, folder: Path, failure: str = "") -> list[NotebookCheck]:

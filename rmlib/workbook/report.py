@@ -24,6 +24,7 @@ from rmlib.run.config import RunConfig
 from rmlib.run.folder import RunFolder
 from rmlib.run.models import MODELS, evaluated_models, headline_model
 from rmlib.training.model_card import fill_evaluation
+from rmlib.writes import write_text
 
 
 def write_report(cfg: RunConfig, run: RunFolder) -> Path:
@@ -43,7 +44,7 @@ def write_report(cfg: RunConfig, run: RunFolder) -> Path:
         _certainty(main, metrics),
     ]
     path = run.path / "report.md"
-    path.write_text("\n\n".join(s for s in sections if s).rstrip() + "\n", encoding="utf-8")
+    write_text(path, "\n\n".join(s for s in sections if s).rstrip() + "\n")
     _fill_model_cards(run, main)
     return path
 

@@ -25,6 +25,7 @@ from rmlib.run.backends import backend, base_path, model_ref
 from rmlib.run.config import RunConfig
 from rmlib.run.folder import RunFolder
 from rmlib.run.models import MIX_VARIANT, stage1_model, trained_models
+from rmlib.writes import unlink_links, write_text
 
 
 def load_data(cfg: RunConfig, run: RunFolder) -> pd.DataFrame:
@@ -139,6 +140,7 @@ def format_warmup(cfg: RunConfig, run: RunFolder) -> pd.DataFrame:
     tmp = merged.with_name("base.partial")
     shutil.rmtree(tmp, ignore_errors=True)
     tokenizer = load_tokenizer(cfg.model.backbone, trust_remote_code=cfg.model.trust_remote_code)
+    unlink_links(run.adapter_dir("warmup"))  # SFTTrainer writes by name: never through a link
     result = run_warmup(
         pairs,
         cfg.warmup,
@@ -159,7 +161,7 @@ def format_warmup(cfg: RunConfig, run: RunFolder) -> pd.DataFrame:
         "train_loss": result.train_loss,
         "merged": str(merged),
     }
-    summary_file.write_text(json.dumps(summary, indent=2))
+    write_text(summary_file, json.dumps(summary, indent=2))
     return pd.DataFrame([summary])
 
 
@@ -287,6 +289,7 @@ def train(cfg: RunConfig, run: RunFolder, model: str) -> dict[str, Any]:
         enable_thinking=cfg.model.enable_thinking,
         env=model_runner_env(cfg.generation.model_runner),  # the colocated engine's runner
     )
+    unlink_links(out)  # the trainer writes its checkpoints by name: never through a link
     pid = run_job(job, cfg.run.gpus)  # its own process(es): see rmlib.training.launch
     tmp = dest.with_name(dest.name + ".partial")
     shutil.rmtree(tmp, ignore_errors=True)
