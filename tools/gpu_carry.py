@@ -41,6 +41,10 @@ from packaging.markers import default_environment
 from packaging.requirements import Requirement
 
 ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))  # run as a script from any folder: rmlib from this checkout
+
+from rmlib.config.project import norm, pins  # noqa: E402
+
 LIMIT_MIB = 64.0
 # the distributions the trainer part imports (benchmarks/gpu_check.py TRAINER_NEEDS, by
 # distribution name)
@@ -83,23 +87,6 @@ PRESETS: dict[str, dict] = {
         ],
     }
 }
-
-
-def norm(name: str) -> str:
-    return re.sub(r"[-_.]+", "-", name).lower()
-
-
-def pins(path: Path) -> dict[str, str]:
-    """name -> version of a constraints file and the files it includes with `-c`."""
-    found: dict[str, str] = {}
-    for line in path.read_text().splitlines():
-        line = line.split("#")[0].strip()
-        if line.startswith("-c "):
-            found.update(pins(path.parent / line[3:].strip()))
-        elif "==" in line:
-            name, _, version = line.partition("==")
-            found[norm(name)] = version.strip()
-    return found
 
 
 def read_have(path: Path) -> set[str]:
