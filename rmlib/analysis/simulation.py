@@ -190,16 +190,18 @@ def _verdicts(
         uniq, inverse = counts, np.arange(len(counts))
     else:
         uniq, inverse = np.unique(counts, axis=0, return_inverse=True)
-    memo = {} if memo is None or per_pair else memo
+    memo = {} if memo is None else memo
     table = np.empty((len(uniq), len(methods)), dtype=int)
     for j, row in enumerate(uniq):
-        known = memo.get(tuple(row))
+        counts_key = tuple(int(c) for c in row)
+        known = None if per_pair else memo.get(counts_key)
         if known is None:
-            name = f"{tag}:{j}" if per_pair else ":".join(map(str, row))
-            votes = canonical_votes(row, n_samples, f"simulation:{name}")
+            name = f"{tag}:{j}" if per_pair else ":".join(map(str, counts_key))
+            votes = canonical_votes(counts_key, n_samples, f"simulation:{name}")
             outcomes = [registry.BY_NAME[m].vote(votes, cfg) for m in methods]
             known = tuple(-1 if o is None else (o[0] or 0) for o in outcomes)
-            memo[tuple(int(c) for c in row)] = known
+            if not per_pair:
+                memo[counts_key] = known
         table[j] = known
     table = table[np.asarray(inverse).ravel()]
     return {m: table[:, k] for k, m in enumerate(methods)}
