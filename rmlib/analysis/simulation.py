@@ -8,9 +8,9 @@ makes it a winner with a probability set by the case: anchor right and the other
 reflection keeps the anchor with `reflection_right`; anchor wrong and the other right, it
 overrules with `reflection_wrong`; the two of the same verdict, the other wins with
 `agree_win`. The greedy judgment is one more draw: it parses with `greedy_parse_rate` and is
-then right with `greedy_accuracy`. Samples,
-confidences and calls are independent given these parameters: real judges are not (a hard pair
-is hard for every sample), which is one reason the model is a model.
+then right with `greedy_accuracy`. Samples, confidences and calls are independent given these
+parameters: real judges are not (a hard pair is hard for every sample), which is one reason the
+model is a model.
 
 The verdicts are then the run's own: each simulated pair becomes the registry's per-pair input
 (`rmlib.reflect.registry.PairVotes`) and each method's vote is `registry.BY_NAME[m].vote` with

@@ -366,8 +366,8 @@ def reflection_map_figure(
             cmap="vlag_r",
             vmin=-lim,
             vmax=lim,
-            annot=True,
-            fmt=".0f",
+            annot=np.rint(table.to_numpy()).astype(int),  # whole points, no "-0"
+            fmt="d",
             annot_kws={"fontsize": 7},
             cbar=panel == panels[-1],
             cbar_kws={"label": "ReflectRM minus majority of N (points)"},
