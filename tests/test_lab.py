@@ -40,6 +40,25 @@ def test_the_lab_points_its_kernels_at_the_run_folder(tmp_path, monkeypatch):
     assert "--allow-root" not in lab.lab_command(["--no-browser"])
 
 
+def test_the_lab_never_asks_about_jupyter_news():
+    """The lab's own settings defaults (not the user's) answer the announcements plugin's
+    question: fetchNews "false" ("Never"), so no "Would you like to get notified about official
+    Jupyter news?" toast; values checked against the installed JupyterLab's schema (the browser
+    test checks that none shows)."""
+    import json
+
+    import jsonschema
+    from jupyterlab.commands import get_app_dir
+
+    assert f"--LabApp.app_settings_dir={lab.LAB_SETTINGS}" in lab.lab_command()
+    overrides = json.loads((lab.LAB_SETTINGS / "overrides.json").read_text())
+    plugin = "@jupyterlab/apputils-extension:notification"
+    assert overrides == {plugin: {"fetchNews": "false", "checkForUpdates": False}}
+    schema_file = Path(get_app_dir(), "schemas", *plugin.split(":")).with_suffix(".json")
+    schema = json.loads(schema_file.read_text())
+    jsonschema.validate(overrides[plugin], schema)
+
+
 def test_a_notebook_is_saved_without_outputs():
     cell = {"cell_type": "code", "source": "1", "outputs": [{"x": 1}], "execution_count": 3}
     text = {"cell_type": "markdown", "source": "# t"}

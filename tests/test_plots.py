@@ -36,6 +36,10 @@ def tables(run):
         "subsets": res.subset_table(cfg, run),
         "aq": res.analysis_quality_tables(cfg, run),
         "pb": res.position_bias_tables(cfg, run),
+        # the map on a small grid (the notebook's default grid is 8 x 11 cells of 4,000 pairs)
+        "rp": res.reflection_pays(
+            cfg, run, auc_grid=(0.3, 0.5, 0.8), reflection_grid=(0.0, 0.5, 1.0), n_pairs=500
+        ),
     }
 
 
@@ -70,6 +74,9 @@ FIGURES = {
     "reflection_accuracy": lambda t, run: plots.reflection_accuracy(t["aq"]["reflection"], run),
     "method_accuracy": lambda t, run: plots.method_accuracies(t["aq"]["methods"], run),
     "accuracy_vs_n": lambda t, run: plots.accuracy_vs_n(t["aq"]["accuracy_vs_n"], run),
+    "reflection_map": lambda t, run: plots.reflection_map_figure(
+        t["rp"]["map"], t["rp"]["run"], t["rp"]["parameters"], run
+    ),
     "consistency": lambda t, run: plots.consistency_figure(t["pb"]["consistency"], run),
     "flip_rate": lambda t, run: plots.flip_rates(t["pb"]["consistency"], run),
     "first_slot": lambda t, run: plots.first_slot_win_rate(t["pb"]["consistency"], run),

@@ -21,7 +21,8 @@ pair stay together), except the calibration bins, which use a Wilson interval (s
 
 One module per job, named by its notebook: `accuracy` (05: main table, paper layout, subsets,
 data volume, paired comparisons, headline), `differences` (05: what differs from the paper),
-`quality` (06), `position` (07), `examples` (06's worked pairs), `common` (shared rates and
+`quality` (06), `simulation` (06's map of when reflection pays: a model of the method, not a
+result), `position` (07), `examples` (06's worked pairs), `common` (shared rates and
 formatting). Official scoring rules live in `rmlib.scoring`, figures in `rmlib.plots`.
 """
 
@@ -61,9 +62,18 @@ from rmlib.analysis.position import (
     position_bias_tables,
 )
 from rmlib.analysis.quality import analysis_quality_tables, n_grid
+from rmlib.analysis.simulation import (
+    JudgeModel,
+    measured_parameters,
+    reflection_map,
+    reflection_pays,
+    simulate_pairs,
+    simulated_accuracy,
+)
 
 __all__ = [
     "CROSS_MODEL",
+    "JudgeModel",
     "MAIN_COLUMNS",
     "PAPER_BENCHMARKS",
     "PART_KINDS",
@@ -79,6 +89,7 @@ __all__ = [
     "length_bias_table",
     "length_bins",
     "main_table",
+    "measured_parameters",
     "methods_in",
     "n_grid",
     "pair_lengths",
@@ -88,10 +99,14 @@ __all__ = [
     "pooled_rate",
     "position_bias_tables",
     "records",
+    "reflection_map",
+    "reflection_pays",
     "rule_label",
     "score_all",
     "show_differences",
     "show_examples",
+    "simulate_pairs",
+    "simulated_accuracy",
     "subset_table",
     "unit_suffix",
     "wide_intervals",

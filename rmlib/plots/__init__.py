@@ -32,12 +32,14 @@ from rmlib.plots.position import (
 from rmlib.plots.quality import (
     ANALYSIS_METHODS,
     CONFIDENCE_BINS,
+    MAP_PANELS,
     accuracy_vs_n,
     calibration_curve,
     confidence_distributions,
     confidence_rows,
     method_accuracies,
     reflection_accuracy,
+    reflection_map_figure,
 )
 from rmlib.plots.registry import FIGURES, FigureSpec, caption
 from rmlib.plots.runs import (
@@ -87,6 +89,7 @@ __all__ = [
     "FAILURE_COLORS",
     "FAILURE_STAGES",
     "MAX_PARTS",
+    "MAP_PANELS",
     "MAX_SUBSETS_PER_SET",
     "METHOD_COLORS",
     "METHOD_LABELS",
@@ -128,6 +131,7 @@ __all__ = [
     "parse_failures",
     "pct",
     "reflection_accuracy",
+    "reflection_map_figure",
     "save",
     "save_to",
     "styled",

@@ -315,3 +315,137 @@ def accuracy_vs_n(table: pd.DataFrame, run: RunFolder) -> Figure:
         fontweight="bold",
     )
     return save(fig, run, "accuracy_vs_n")
+
+
+# the two panels of the map (rmlib.analysis.simulation.reflection_pays): the y axis of each
+MAP_PANELS: dict[str, str] = {
+    "same": "reflection accuracy (anchor right and wrong alike)",
+    "overrule": "reflection accuracy when the anchor is wrong",
+}
+MAP_TITLES: dict[str, str] = {
+    "same": "(a) one reflection accuracy for both cases",
+    "overrule": "(b) overruling a wrong anchor; a right one kept {keep} (the run's)",
+}
+
+
+def _cell_position(value: float, grid: Sequence[float], descending: bool = False) -> float:
+    """Where `value` falls on a heatmap axis of cells centred on `grid` (clipped to its ends)."""
+    grid = sorted(grid)
+    centres = np.arange(len(grid)) + 0.5
+    if descending:
+        centres = centres[::-1]
+    return float(np.interp(value, grid, centres))
+
+
+@styled
+def reflection_map_figure(
+    grid: pd.DataFrame, run_table: pd.DataFrame, parameters: pd.DataFrame, run: RunFolder
+) -> Figure:
+    """ReflectRM minus majority of N, in points, in the model of the method (a model, not a
+    result): heatmaps over confidence AUC x reflection accuracy at the run's N and stage-1
+    accuracy, with the run placed on each from its measured parameters and, under them, the
+    accuracy the model predicts for the run beside the accuracy measured."""
+    title = "When does reflection pay? A model of the method, not a result"
+    if grid.empty:
+        return empty_figure(run, "reflection_map", title, "No simulated map.")
+    panels = [p for p in MAP_PANELS if p in set(grid["panel"])]
+    fig, axes = new_figure(1, len(panels), size=(6.0 * len(panels), 5.4), layout="constrained")
+    gain = 100 * grid["gain"]
+    lim = max(float(np.nanmax(np.abs(gain))), 1.0)
+    prm = parameters.iloc[0] if len(parameters) else pd.Series(dtype=object)
+    for ax, panel in zip(axes, panels, strict=True):
+        g = grid[grid["panel"] == panel]
+        table = (100 * g.pivot(index="reflection", columns="auc", values="gain")).sort_index(
+            ascending=False
+        )
+        sns.heatmap(
+            table,
+            ax=ax,
+            # blue: ReflectRM above majority, red: below; limits symmetric about 0, so the
+            # diverging map's middle is 0 (seaborn's `center` would warn under this matplotlib)
+            cmap="vlag_r",
+            vmin=-lim,
+            vmax=lim,
+            annot=np.rint(table.to_numpy()).astype(int),  # whole points, no "-0"
+            fmt="d",
+            annot_kws={"fontsize": 7},
+            cbar=panel == panels[-1],
+            cbar_kws={"label": "ReflectRM minus majority of N (points)"},
+        )
+        ax.set_xticklabels([f"{x:.1f}" for x in table.columns])
+        ax.set_yticklabels([f"{y:.1f}" for y in table.index])
+        ax.set_xlabel("confidence AUC (right judgment more confident than a wrong one)")
+        ax.set_ylabel(MAP_PANELS[panel])
+        keep = f"{pct(prm.get('reflection_right', math.nan)):.0f} %"
+        ax.set_title(MAP_TITLES[panel].format(keep=keep), fontsize=9)
+        _place_run(ax, prm, panel, list(table.columns), list(table.index))
+    fixed = ", ".join(
+        f"{label} {pct(prm.get(key, math.nan)):.0f} %"
+        for key, label in (
+            ("accuracy", "stage-1 accuracy"),
+            ("parse_rate", "parsed"),
+            ("agree_win", "an agreeing critique beats the anchor's"),
+        )
+    )
+    fig.suptitle(f"{title}\nN = {prm.get('n_samples')}, {fixed} (the run's)", fontsize=10)
+    fig.text(0.01, -0.02, _prediction_line(run_table), fontsize=8, ha="left", va="top", wrap=True)
+    return save(fig, run, "reflection_map")
+
+
+def _place_run(
+    ax, prm: pd.Series, panel: str, aucs: Sequence[float], refls: Sequence[float]
+) -> None:
+    """The run's measured parameters as a star on one panel (nothing where one is missing)."""
+    auc = prm.get("confidence_auc", math.nan)
+    right, wrong = prm.get("reflection_right", math.nan), prm.get("reflection_wrong", math.nan)
+    if panel == "same":  # one accuracy: both cases weighted by their calls
+        nr, nw = prm.get("n_reflection_right", 0) or 0, prm.get("n_reflection_wrong", 0) or 0
+        y = (nr * right + nw * wrong) / (nr + nw) if nr + nw else math.nan
+    else:
+        y = wrong
+    if not all(isinstance(v, float | int) and math.isfinite(v) for v in (auc, y)):
+        ax.text(
+            0.5,
+            -0.16,
+            "the run lacks a parameter: not placed",
+            transform=ax.transAxes,
+            ha="center",
+            fontsize=8,
+        )
+        return
+    x_pos = _cell_position(float(auc), aucs)
+    y_pos = _cell_position(float(y), refls, descending=True)
+    ax.plot(
+        x_pos,
+        y_pos,
+        marker="*",
+        markersize=16,
+        color=OKABE_ITO["black"],
+        markeredgecolor="white",
+        linestyle="none",
+    )
+    below = y_pos < len(refls) / 2  # upper half of the panel: the label goes below the star
+    ax.annotate(
+        f"this run\nAUC {auc:.2f}, reflection {y:.2f}",
+        (x_pos, y_pos),
+        xytext=(10, -30 if below else 10),
+        textcoords="offset points",
+        fontsize=8,
+        bbox={"boxstyle": "round", "fc": "white", "alpha": 0.8},
+    )
+
+
+def _prediction_line(run_table: pd.DataFrame) -> str:
+    """'the model predicts for the run ... measured ...', one entry per method."""
+    if run_table.empty:
+        return ""
+    parts = []
+    for _, r in run_table.iterrows():
+        measured = f"{pct(r['measured']):.1f} % [{pct(r['ci_low']):.1f}, {pct(r['ci_high']):.1f}]"
+        predicted = pct(r["predicted"])
+        model = f"{predicted:.1f} %" if math.isfinite(predicted) else "none (run not placed)"
+        parts.append(f"{method_label(str(r['method']))}: model {model}, measured {measured}")
+    name = run_table["model"].iloc[0]
+    return f"The run ({name}), model from its measured parameters beside measured: " + "; ".join(
+        parts
+    )

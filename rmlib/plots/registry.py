@@ -45,6 +45,11 @@ FIGURES: dict[str, FigureSpec] = {
     "accuracy_vs_n": FigureSpec(
         "accuracy_vs_n", "Majority of k samples as k grows, ReflectRM at N"
     ),
+    "reflection_map": FigureSpec(
+        "reflection_map_figure",
+        "When reflection pays in a model of the method (not a result): ReflectRM minus majority "
+        "over confidence AUC and reflection accuracy, the run placed on it",
+    ),
     "consistency": FigureSpec(
         "consistency_figure", "Right in both orders (positional consistency)"
     ),

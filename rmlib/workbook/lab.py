@@ -10,6 +10,11 @@ executed copy under <run>/notebooks/: those stay what `rmlib run` last did.
 Saving a notebook in the lab keeps its code and markdown but not its outputs (`strip_outputs`):
 the sources stay output-free, as the repository keeps them, and `rmlib run` (which re-runs a
 notebook whose source changed) does not mistake a run's outputs for an edit.
+
+The lab's own settings defaults are `lab_settings/overrides.json` (JupyterLab's application
+settings folder, `--LabApp.app_settings_dir`): it never asks "Would you like to get notified about
+official Jupyter news?" and fetches neither news nor update checks. They are defaults, not the
+user's settings: a choice saved in the lab (~/.jupyter/lab/user-settings) still wins.
 """
 
 from __future__ import annotations
@@ -25,6 +30,9 @@ from rmlib.config import project_root
 from rmlib.run.folder import ENV_PARAMS, ENV_RUN_DIR
 
 DEFAULT_PARAMS = project_root() / "params" / "demo.yaml"  # its run folder is `make demo`'s
+# JupyterLab's application settings folder for the lab: overrides.json there sets the defaults of
+# its settings (the only file of that folder JupyterLab reads here: no page_config.json)
+LAB_SETTINGS = Path(__file__).parent / "lab_settings"
 
 
 def run_folder_of(params_file: Path) -> Path:
@@ -47,7 +55,7 @@ def lab_environment(run_dir: Path, params_file: Path) -> dict[str, str]:
 
 def lab_command(jupyter_args: Sequence[str] = ()) -> list[str]:
     """JupyterLab with the notebooks folder as its root, in this interpreter's environment,
-    saving notebooks without their outputs."""
+    saving notebooks without their outputs, with its settings defaults from LAB_SETTINGS."""
     # Jupyter refuses to start as root without --allow-root; containers and these 2-core
     # machines run as root, where `make lab` must work as the README says
     root = ["--allow-root"] if os.geteuid() == 0 and "--allow-root" not in jupyter_args else []
@@ -57,6 +65,7 @@ def lab_command(jupyter_args: Sequence[str] = ()) -> list[str]:
         "jupyterlab",
         f"--ServerApp.root_dir={project_root() / 'notebooks'}",
         f"--FileContentsManager.pre_save_hook={__name__}.strip_outputs",
+        f"--LabApp.app_settings_dir={LAB_SETTINGS}",
         *root,
         *jupyter_args,
     ]

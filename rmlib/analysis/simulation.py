@@ -1,0 +1,468 @@
+"""Notebook 06's map of when reflection pays: a small model of the method, not a result.
+
+Judges are simulated from a few parameters (`JudgeModel`): each of N stage-1 samples parses with
+`parse_rate` and is right with `accuracy`; its confidence is normal, shifted up for right samples
+so that a right sample outranks a wrong one with probability `confidence_auc`; the anchor is the
+most confident parsed sample; each stage-2 call of another parsed sample against the anchor
+makes it a winner with a probability set by the case: anchor right and the other wrong, the
+reflection keeps the anchor with `reflection_right`; anchor wrong and the other right, it
+overrules with `reflection_wrong`; the two of the same verdict, the other wins with
+`agree_win`. The greedy judgment is one more draw: it parses with `greedy_parse_rate` and is
+then right with `greedy_accuracy`. Samples, confidences and calls are independent given these
+parameters: real judges are not (a hard pair is hard for every sample), which is one reason the
+model is a model.
+
+The verdicts are then the run's own: each simulated pair becomes the registry's per-pair input
+(`rmlib.reflect.registry.PairVotes`) and each method's vote is `registry.BY_NAME[m].vote` with
+the run's `inference` settings (tie rule, seed). The votes read only the counts of each verdict
+among the parsed samples and the winners, the anchor's and the first parsed sample's verdict and
+the greedy verdict, so pairs with the same counts share one call (`canonical_votes` builds that
+call's input; tests check it gives the raw pair's outcome). With a vote that draws per pair (the
+'random' majority tie rule, 'random_winners') every pair gets its own call.
+
+`reflection_map` sweeps confidence AUC x reflection accuracy at one stage-1 accuracy and N (every
+cell with the same seed: common random numbers, so neighbouring cells differ by the parameters,
+not by noise); `measured_parameters` reads the model's parameters off a run's tables;
+`reflection_pays` puts both together for notebook 06 (metrics.json section `reflection_map`).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass, replace
+from statistics import NormalDist
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from rmlib import scoring
+from rmlib.analysis.common import pooled_rate, records
+from rmlib.reflect import registry
+from rmlib.reflect.registry import PairVotes
+from rmlib.reflect.settings import ReflectConfig
+from rmlib.run.config import RunConfig
+from rmlib.run.folder import RunFolder
+from rmlib.run.models import evaluated_models, headline_model, stage1_model
+
+# The methods the model computes (registry names): greedy, majority of N, the anchor alone, and
+# ReflectRM. Any registered vote over these inputs can be added; 'random_anchor' cannot (the
+# model draws no second anchor's calls).
+SIM_METHODS: tuple[str, ...] = ("greedy", "majority", "anchor", "reflectrm")
+# Simulated pairs per parameter set (a map cell): ReflectRM minus majority is a paired difference
+# over the same pairs, so its standard error is a little under 1 point at 4,000 pairs
+SIM_PAIRS = 4000
+SIM_SEED = 0  # the default seed (reflection_pays uses the run's seed)
+# The map's axes: confidence AUC (0.5 = confidence says nothing; below, the least confident
+# samples are right more often) and reflection accuracy, in steps of 0.1
+AUC_GRID: tuple[float, ...] = tuple(round(x, 2) for x in np.linspace(0.2, 0.9, 8))
+REFLECTION_GRID: tuple[float, ...] = tuple(round(x, 2) for x in np.linspace(0.0, 1.0, 11))
+# Methods whose vote draws from a per-pair random stream: pairs with equal counts still differ
+_PER_PAIR_DRAWS = frozenset({"random_winners"})
+
+
+@dataclass(frozen=True)
+class JudgeModel:
+    """A simulated judge (the module docstring says how each parameter enters).
+
+    accuracy: a parsed stage-1 sample is right with this probability. confidence_auc: a right
+    sample's confidence exceeds a wrong one's with this probability (within a pair).
+    reflection_right: the anchor right and the other wrong, the reflection keeps the anchor.
+    reflection_wrong: the anchor wrong and the other right, it overrules the anchor. n_samples:
+    N. agree_win: an other sample of the anchor's verdict beats the anchor's critique.
+    parse_rate: a sample's verdict parses. greedy_accuracy, greedy_parse_rate: the greedy
+    judgment is right (given it parses), and parses (None: `accuracy`, `parse_rate`).
+    """
+
+    accuracy: float
+    confidence_auc: float = 0.5
+    reflection_right: float = 0.5
+    reflection_wrong: float = 0.5
+    n_samples: int = 8
+    agree_win: float = 0.5
+    parse_rate: float = 1.0
+    greedy_accuracy: float | None = None
+    greedy_parse_rate: float | None = None
+
+    def __post_init__(self) -> None:
+        for name in ("accuracy", "reflection_right", "reflection_wrong", "agree_win"):
+            if not 0.0 <= getattr(self, name) <= 1.0:
+                raise ValueError(f"{name} must be in [0, 1], got {getattr(self, name)}")
+        for name in ("greedy_accuracy", "greedy_parse_rate"):
+            value = getattr(self, name)
+            if value is not None and not 0.0 <= value <= 1.0:
+                raise ValueError(f"{name} must be in [0, 1] or None, got {value}")
+        if not 0.0 < self.parse_rate <= 1.0:
+            raise ValueError(f"parse_rate must be in (0, 1], got {self.parse_rate}")
+        if not 0.0 < self.confidence_auc < 1.0:
+            raise ValueError(f"confidence_auc must be in (0, 1), got {self.confidence_auc}")
+        if self.n_samples < 1:
+            raise ValueError(f"n_samples must be at least 1, got {self.n_samples}")
+
+    @property
+    def confidence_shift(self) -> float:
+        """The mean confidence of right samples above wrong ones, in standard deviations: two
+        unit normals d apart are ordered right with probability Phi(d / sqrt 2) = the AUC."""
+        return math.sqrt(2) * NormalDist().inv_cdf(self.confidence_auc)
+
+
+def _draw(model: JudgeModel, n_pairs: int, seed: int) -> dict[str, np.ndarray]:
+    """The simulated pairs as counts (COUNT_COLUMNS; every pair's label is 1: a right verdict
+    is 1), with the raw draws they come from."""
+    rng = np.random.default_rng(seed)
+    n = model.n_samples
+    parsed = rng.random((n_pairs, n)) < model.parse_rate
+    right = rng.random((n_pairs, n)) < model.accuracy
+    conf = rng.standard_normal((n_pairs, n)) + model.confidence_shift * right
+    has = parsed.any(axis=1)
+    # the most confident parsed sample (select_anchor's rule; ties have probability 0)
+    anchor = np.argmax(np.where(parsed, conf, -np.inf), axis=1)
+    rows = np.arange(n_pairs)
+    anchor_right = right[rows, anchor] & has
+    others = parsed & (np.arange(n)[None, :] != anchor[:, None]) & has[:, None]
+    same = right == anchor_right[:, None]
+    p_win = np.where(
+        same,
+        model.agree_win,
+        np.where(anchor_right[:, None], 1.0 - model.reflection_right, model.reflection_wrong),
+    )
+    wins = others & (rng.random((n_pairs, n)) < p_win)
+    first = np.argmax(parsed, axis=1)
+    g_parse = model.parse_rate if model.greedy_parse_rate is None else model.greedy_parse_rate
+    g_parsed = rng.random(n_pairs) < g_parse
+    g_acc = model.accuracy if model.greedy_accuracy is None else model.greedy_accuracy
+    g_right = rng.random(n_pairs) < g_acc
+    return {
+        # the raw draws (tests compare the anchor with select_anchor's)
+        "parsed": parsed,
+        "right": right,
+        "confidence": conf,
+        "anchor_index": np.where(has, anchor, -1),
+        "n1": (parsed & right).sum(axis=1),
+        "n2": (parsed & ~right).sum(axis=1),
+        "first": np.where(has, np.where(right[rows, first], 1, 2), 0),
+        "anchor": np.where(has, np.where(anchor_right, 1, 2), 0),
+        "w1": (wins & right).sum(axis=1),
+        "w2": (wins & ~right).sum(axis=1),
+        "greedy": np.where(g_parsed, np.where(g_right, 1, 2), 0),
+    }
+
+
+COUNT_COLUMNS = ("n1", "n2", "first", "anchor", "w1", "w2", "greedy")
+
+
+def canonical_votes(counts: Sequence[int], n_samples: int, key: str) -> PairVotes:
+    """The registry's per-pair input for one pair given by its counts (COUNT_COLUMNS: parsed
+    samples saying 1 and 2, the first parsed sample's and the anchor's verdict, winners saying 1
+    and 2, the greedy verdict; 0 = none): the first parsed sample first, unparsed ones last."""
+    n1, n2, first, anchor, w1, w2, greedy = (int(c) for c in counts)
+    if n1 + n2 == 0:
+        return PairVotes(key, "simulation", [None] * n_samples, None, greedy=greedy or None)
+    rest = [1] * (n1 - (first == 1)) + [2] * (n2 - (first == 2))
+    choices: list[int | None] = [first, *rest, *[None] * (n_samples - n1 - n2)]
+    a = max(i for i, c in enumerate(choices) if c == anchor)
+    ones = [i for i, c in enumerate(choices) if c == 1 and i != a][:w1]
+    twos = [i for i, c in enumerate(choices) if c == 2 and i != a][:w2]
+    return PairVotes(
+        key,
+        "simulation",
+        choices,
+        a,
+        winners={"reflectrm": sorted(ones + twos)},
+        greedy=greedy or None,
+    )
+
+
+def _verdicts(
+    counts: np.ndarray,
+    n_samples: int,
+    cfg: ReflectConfig,
+    methods: Sequence[str],
+    tag: str,
+    memo: dict[tuple[int, ...], tuple[int, ...]] | None = None,
+) -> dict[str, np.ndarray]:
+    """Each method's verdict per pair (0 = parse failure, -1 = not computed), by the registry's
+    votes: one call per distinct count row (`memo` keeps them across calls with the same N,
+    settings and methods), or per pair where a vote draws per pair."""
+    per_pair = cfg.majority_tie_break == "random" or bool(_PER_PAIR_DRAWS & set(methods))
+    if per_pair:
+        uniq, inverse = counts, np.arange(len(counts))
+    else:
+        uniq, inverse = np.unique(counts, axis=0, return_inverse=True)
+    memo = {} if memo is None else memo
+    table = np.empty((len(uniq), len(methods)), dtype=int)
+    for j, row in enumerate(uniq):
+        counts_key = tuple(int(c) for c in row)
+        known = None if per_pair else memo.get(counts_key)
+        if known is None:
+            name = f"{tag}:{j}" if per_pair else ":".join(map(str, counts_key))
+            votes = canonical_votes(counts_key, n_samples, f"simulation:{name}")
+            outcomes = [registry.BY_NAME[m].vote(votes, cfg) for m in methods]
+            known = tuple(-1 if o is None else (o[0] or 0) for o in outcomes)
+            if not per_pair:
+                memo[counts_key] = known
+        table[j] = known
+    table = table[np.asarray(inverse).ravel()]
+    return {m: table[:, k] for k, m in enumerate(methods)}
+
+
+def simulate_pairs(
+    model: JudgeModel,
+    n_pairs: int = SIM_PAIRS,
+    seed: int = SIM_SEED,
+    cfg: ReflectConfig | None = None,
+    methods: Sequence[str] = SIM_METHODS,
+    memo: dict[tuple[int, ...], tuple[int, ...]] | None = None,
+) -> pd.DataFrame:
+    """One row per simulated pair: each method's verdict (1 right, 2 wrong, 0 parse failure;
+    -1 where the run's settings switch the method off), whether any parsed sample and whether
+    the anchor was right, and the pair's counts. cfg: the run's `inference` settings (default
+    ReflectConfig()). memo: votes already cast, for calls with the same N, cfg and methods."""
+    cfg = cfg or ReflectConfig()
+    d = _draw(model, n_pairs, seed)
+    counts = np.stack([d[c] for c in COUNT_COLUMNS], axis=1)
+    df = pd.DataFrame(counts, columns=list(COUNT_COLUMNS))
+    for m, v in _verdicts(counts, model.n_samples, cfg, methods, f"{seed}", memo).items():
+        df[m] = v
+    df["any_right"] = df["n1"] > 0
+    df["anchor_right"] = df["anchor"] == 1
+    return df
+
+
+def simulated_accuracy(
+    model: JudgeModel,
+    n_pairs: int = SIM_PAIRS,
+    seed: int = SIM_SEED,
+    cfg: ReflectConfig | None = None,
+    methods: Sequence[str] = SIM_METHODS,
+    failure_credit: float = 0.0,
+    memo: dict[tuple[int, ...], tuple[int, ...]] | None = None,
+) -> dict[str, float]:
+    """Each method's expected accuracy under the model (a parse failure scores
+    `failure_credit`, as eval.failure_credit does; NaN for a method switched off)."""
+    df = simulate_pairs(model, n_pairs, seed, cfg, methods, memo)
+    out = {}
+    for m in methods:
+        v = df[m].to_numpy()
+        out[m] = (
+            math.nan if (v == -1).all() else float(np.where(v == 0, failure_credit, v == 1).mean())
+        )
+    return out
+
+
+def reflection_map(
+    accuracy: float,
+    n_samples: int,
+    *,
+    reflection_right: float | None = None,
+    auc_grid: Sequence[float] = AUC_GRID,
+    reflection_grid: Sequence[float] = REFLECTION_GRID,
+    base: JudgeModel | None = None,
+    n_pairs: int = SIM_PAIRS,
+    seed: int = SIM_SEED,
+    cfg: ReflectConfig | None = None,
+    failure_credit: float = 0.0,
+) -> pd.DataFrame:
+    """ReflectRM, majority, anchor and greedy accuracy over confidence AUC x reflection accuracy.
+
+    One row per cell: `auc`, `reflection` (the y axis: the reflection's accuracy when the anchor
+    is wrong, and when it is right too unless `reflection_right` fixes that), each method's
+    accuracy and `gain` = ReflectRM minus majority. base: the other parameters (agree_win,
+    parse_rate, greedy_accuracy; default JudgeModel's); every cell uses `seed`."""
+    base = base or JudgeModel(accuracy=accuracy)
+    memo: dict[tuple[int, ...], tuple[int, ...]] = {}  # one N, cfg and method list throughout
+    rows = []
+    for auc in auc_grid:
+        for r in reflection_grid:
+            model = replace(
+                base,
+                accuracy=accuracy,
+                n_samples=n_samples,
+                confidence_auc=float(auc),
+                reflection_wrong=float(r),
+                reflection_right=float(r if reflection_right is None else reflection_right),
+            )
+            acc = simulated_accuracy(
+                model, n_pairs, seed, cfg, SIM_METHODS, failure_credit=failure_credit, memo=memo
+            )
+            rows.append(
+                {"auc": float(auc), "reflection": float(r), **acc}
+                | {"gain": acc["reflectrm"] - acc["majority"]}
+            )
+    return pd.DataFrame(rows)
+
+
+def confidence_auc(rollouts: pd.DataFrame) -> tuple[float, int]:
+    """Within-pair AUC of the confidence: over every (right, wrong) pair of parsed samples of the
+    same judged pair and order, the share where the right one is more confident (ties half);
+    NaN when no pair has both. Returns (AUC, comparisons)."""
+    r = rollouts[rollouts["choice"].notna()]
+    r = r[np.isfinite(r["confidence"].astype(float))]
+    wins, total = 0.0, 0
+    for _, g in r.groupby("key", sort=False):
+        ok = g["correct"].astype(bool).to_numpy()
+        c = g["confidence"].astype(float).to_numpy()
+        right, wrong = c[ok], c[~ok]
+        if len(right) and len(wrong):
+            diff = right[:, None] - wrong[None, :]
+            wins += float((diff > 0).sum() + 0.5 * (diff == 0).sum())
+            total += diff.size
+    return (wins / total if total else math.nan), total
+
+
+def _rate(x: pd.Series) -> float:
+    return float(x.astype(float).mean()) if len(x) else math.nan
+
+
+def measured_parameters(cfg: RunConfig, run: RunFolder, model: str) -> dict[str, Any]:
+    """The model's parameters as the run measured them for `model` (its stage-1 judge's
+    rollouts, its own reflections): stage-1 accuracy and parse rate of the samples, the
+    within-pair confidence AUC, and from the real anchor's stage-2 calls the rates at which the
+    other sample won, by case (a failed call counts as the anchor kept, as the vote counts it;
+    06's reflection table counts it as not preferring the correct critique). NaN where the run
+    had no such sample or call."""
+    roll = run.read_table(f"rollouts_{stage1_model(cfg, model)}")
+    preds = run.read_table(f"predictions_{model}")
+    refl = run.read_table(f"reflections_{model}") if run.has_table(f"reflections_{model}") else None
+    parsed = roll[roll["choice"].notna()]
+    auc, n_cmp = confidence_auc(roll)
+    out: dict[str, Any] = {
+        "model": model,
+        "n_samples": int(cfg.inference.n_samples),
+        "accuracy": _rate(parsed["correct"]),
+        "parse_rate": _rate(roll["choice"].notna()),
+        "confidence_auc": auc,
+        "n_auc_comparisons": n_cmp,
+    }
+    g = preds[preds["method"] == "greedy"]
+    out["greedy_parse_rate"] = _rate(g["verdict"].notna())
+    out["greedy_accuracy"] = _rate(g.loc[g["verdict"].notna(), "correct"])
+    real = refl[refl["method"] == "reflectrm"] if refl is not None and len(refl) else None
+    cases = {"reflection_right": (True, False), "reflection_wrong": (False, True)}
+    for name, (a_ok, i_ok) in cases.items():
+        if real is None:
+            out[name], out[f"n_{name}"] = math.nan, 0
+            continue
+        sel = real[
+            (real["anchor_correct"].astype(bool) == a_ok) & (real["i_correct"].astype(bool) == i_ok)
+        ]
+        won = _rate(sel["other_wins"])
+        out[name] = 1.0 - won if a_ok else won
+        out[f"n_{name}"] = len(sel)
+    agree = (
+        real[real["anchor_correct"].astype(bool) == real["i_correct"].astype(bool)]
+        if real is not None
+        else None
+    )
+    out["agree_win"] = _rate(agree["other_wins"]) if agree is not None else math.nan
+    out["n_agree_win"] = 0 if agree is None else len(agree)
+    return out
+
+
+# parameters the model needs from the run (the others fall back to JudgeModel's defaults)
+REQUIRED = ("accuracy", "confidence_auc", "reflection_right", "reflection_wrong")
+
+
+def judge_model_of(measured: dict[str, Any]) -> JudgeModel | None:
+    """The JudgeModel of measured parameters; None when one of REQUIRED is missing (NaN). An
+    AUC of exactly 0 or 1 is clipped to 0.001 / 0.999 (the normal model has no such judge)."""
+    if any(not math.isfinite(float(measured.get(k, math.nan))) for k in REQUIRED):
+        return None
+    optional = {
+        k: float(measured[k])
+        for k in ("agree_win", "parse_rate", "greedy_accuracy", "greedy_parse_rate")
+        if math.isfinite(float(measured.get(k, math.nan)))
+        and (k != "parse_rate" or measured[k] > 0)
+    }
+    return JudgeModel(
+        accuracy=float(measured["accuracy"]),
+        confidence_auc=min(max(float(measured["confidence_auc"]), 0.001), 0.999),
+        reflection_right=float(measured["reflection_right"]),
+        reflection_wrong=float(measured["reflection_wrong"]),
+        n_samples=int(measured["n_samples"]),
+        **optional,
+    )
+
+
+def reflection_pays(
+    cfg: RunConfig,
+    run: RunFolder,
+    model: str | None = None,
+    *,
+    auc_grid: Sequence[float] = AUC_GRID,
+    reflection_grid: Sequence[float] = REFLECTION_GRID,
+    n_pairs: int = SIM_PAIRS,
+    seed: int | None = None,
+) -> dict[str, pd.DataFrame]:
+    """Notebook 06's map, and the run on it.
+
+    - `map`: `reflection_map` at the run's N and the model's measured stage-1 accuracy (the
+      other parameters measured too where the run has them), in two panels: `panel` "same"
+      (one reflection accuracy for both cases) and "overrule" (the y axis is the accuracy when
+      the anchor is wrong; when it is right, the run's measured value);
+    - `run`: one row per method: the accuracy the model predicts from the run's measured
+      parameters beside the accuracy measured (plain accuracy over every judged pair and order,
+      a bootstrap 95 % interval over pairs), and the parameters themselves.
+
+    model: default the headline model (unified when evaluated). seed: default cfg.run.seed.
+    Writes metrics.json section `reflection_map`.
+    """
+    model = model or headline_model(evaluated_models(cfg, run))
+    seed = cfg.run.seed if seed is None else seed
+    measured = measured_parameters(cfg, run, model)
+    fitted = judge_model_of(measured)
+    accuracy = measured["accuracy"] if math.isfinite(measured["accuracy"]) else 0.5
+    base = fitted or JudgeModel(accuracy=accuracy, n_samples=int(cfg.inference.n_samples))
+    common = {
+        "base": base,
+        "auc_grid": auc_grid,
+        "reflection_grid": reflection_grid,
+        "n_pairs": n_pairs,
+        "seed": seed,
+        "cfg": cfg.inference,
+        "failure_credit": cfg.eval.failure_credit,
+    }
+    n = int(cfg.inference.n_samples)
+    panels = [reflection_map(accuracy, n, **common).assign(panel="same")]
+    if math.isfinite(measured["reflection_right"]):
+        keep = float(measured["reflection_right"])
+        over = reflection_map(accuracy, n, reflection_right=keep, **common)
+        panels.append(over.assign(panel="overrule"))
+    grid = pd.concat(panels, ignore_index=True)
+    predicted = (
+        simulated_accuracy(
+            fitted, n_pairs, seed, cfg.inference, failure_credit=cfg.eval.failure_credit
+        )
+        if fitted
+        else {}
+    )
+    preds = run.read_table(f"predictions_{model}")
+    rows = []
+    for m in SIM_METHODS:
+        p = preds[preds["method"] == m]
+        est, low, high = pooled_rate(
+            scoring.credited(p, cfg.eval.failure_credit),
+            p["id"],
+            n_boot=cfg.eval.n_bootstrap,
+            seed=cfg.run.seed,
+        )
+        rows.append(
+            {
+                "model": model,
+                "method": m,
+                "predicted": predicted.get(m, math.nan),
+                "measured": est,
+                "ci_low": low,
+                "ci_high": high,
+                "n": len(p),
+            }
+        )
+    table = pd.DataFrame(rows)
+    params = pd.DataFrame([{**measured, "fitted": fitted is not None}])
+    settings = {"n_pairs": n_pairs, "seed": seed, "model": asdict(fitted) if fitted else None}
+    run.update_metrics(
+        "reflection_map",
+        {"run": records(table), "parameters": records(params), "map": records(grid), **settings},
+    )
+    return {"map": grid, "run": table, "parameters": params}
