@@ -76,19 +76,28 @@ def _lock(folder: Path) -> int:
             raise
         refuse_link(path, "the run folder's lock")
         raise
+    holder = _take(fd)
+    if holder is not None:
+        raise RunFolderBusy(
+            f"run folder {folder} is in use by another rmlib run (pid {holder}; lock {path}; "
+            "or by the kernel of a notebook open on it: Kernel > Shut Down Kernel in JupyterLab): "
+            "wait for it to end, or stop it"
+        )
+    return fd
+
+
+def _take(fd: int) -> str | None:
+    """Take the exclusive flock of an open lock file and write this process's pid into it;
+    when another process holds it, close `fd` and return the holder's pid (as it wrote it)."""
     try:
         fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
     except BlockingIOError:
         holder = os.pread(fd, 64, 0).decode(errors="replace").strip() or "unknown"
         os.close(fd)
-        raise RunFolderBusy(
-            f"run folder {folder} is in use by another rmlib run (pid {holder}; lock {path}; "
-            "or by the kernel of a notebook open on it: Kernel > Shut Down Kernel in JupyterLab): "
-            "wait for it to end, or stop it"
-        ) from None
+        return holder
     os.ftruncate(fd, 0)
     os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
-    return fd
+    return None
 
 
 class FileBusy(RuntimeError):
@@ -115,16 +124,9 @@ def holding_file(target: Path, what: str, advice: str) -> Iterator[None]:
         if path.is_symlink():
             raise FileBusy(f"{path} (the lock of {what}) is a symbolic link: remove it") from None
         raise OSError(f"{path} (the lock of {what}): {err.strerror}") from None
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except BlockingIOError:
-        holder = os.pread(fd, 64, 0).decode(errors="replace").strip() or "unknown"
-        os.close(fd)
-        raise FileBusy(
-            f"{what} is in use by another process (pid {holder}; lock {path}): {advice}"
-        ) from None
-    os.ftruncate(fd, 0)
-    os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
+    holder = _take(fd)
+    if holder is not None:
+        raise FileBusy(f"{what} is in use by another process (pid {holder}; lock {path}): {advice}")
     try:
         yield
     finally:
