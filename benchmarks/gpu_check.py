@@ -267,6 +267,28 @@ def length_reward(completions: list, **kwargs: Any) -> list[float]:
     return [float(len(str(c))) for c in completions]
 
 
+def settings_report(
+    args: argparse.Namespace, settings: Any, prompt_len: int, bf16: bool, seed: int
+) -> dict[str, Any]:
+    """The sizes and GRPO settings a trainer part ran at, for its JSON."""
+    return {
+        "profile": None if args.tiny else args.profile,
+        "prompt_tokens": prompt_len,
+        "completion_tokens": args.completion_tokens,
+        "group": args.group,
+        "micro_batch": args.micro_batch,
+        "generation_batch": args.generation_batch,
+        "steps": args.steps,
+        "gradient_checkpointing": settings.gradient_checkpointing,
+        "lora_r": settings.lora_r,
+        "beta": settings.beta,
+        "loss_type": settings.loss_type,
+        "bf16": bf16,
+        "learning_rate": args.learning_rate,
+        "seed": seed,
+    }
+
+
 def nf4_trainer(
     args: argparse.Namespace, ckpt: Path, settings: Any, tmp: Path, seed: int
 ) -> tuple[Any, int, float]:
@@ -325,25 +347,12 @@ def grpo_part(args: argparse.Namespace, ckpt: Path, use_vllm: bool, seed: int = 
         "build_s": round(built, 1),
         "sync": sync,
         "settings": {
-            "profile": None if args.tiny else args.profile,
-            "prompt_tokens": prompt_len,
-            "completion_tokens": args.completion_tokens,
-            "group": args.group,
-            "micro_batch": args.micro_batch,
-            "generation_batch": args.generation_batch,
+            **settings_report(args, settings, prompt_len, bool(trainer.args.bf16), seed),
             "grad_accum": settings.gradient_accumulation_steps,
-            "steps": args.steps,
-            "gradient_checkpointing": settings.gradient_checkpointing,
-            "lora_r": settings.lora_r,
-            "beta": settings.beta,
-            "loss_type": settings.loss_type,
-            "bf16": bool(trainer.args.bf16),
             "use_vllm": use_vllm,
             "vllm_gpu_memory_utilization": settings.vllm_gpu_memory_utilization
             if use_vllm
             else None,
-            "learning_rate": args.learning_rate,
-            "seed": seed,
         },
         "peak_allocated_gib": peak[0],
         "peak_reserved_gib": peak[1],
@@ -365,6 +374,12 @@ def grpo_part(args: argparse.Namespace, ckpt: Path, use_vllm: bool, seed: int = 
 CARD_24GB_GIB = 22.5
 
 
+def fits_24gb(trainer_gib: float, share: float) -> bool:
+    """Whether a trainer of `trainer_gib` fits a 24 GB card beside an engine given `share` of
+    it (as 03 colocates them)."""
+    return trainer_gib + share * CARD_24GB_GIB <= CARD_24GB_GIB
+
+
 def memory_split(peak_reserved: float | None, share: float) -> dict[str, Any]:
     """The process's peak split into the engine's budget (its share of THIS card: vLLM sizes
     its weights + KV cache by it, in torch's allocator in colocate) and the trainer's rest, an
@@ -379,7 +394,7 @@ def memory_split(peak_reserved: float | None, share: float) -> dict[str, Any]:
     return {
         "engine_budget_gib": round(engine, 3),
         "trainer_peak_reserved_gib_est": round(trainer, 3),
-        "fits_24gb": trainer + share * CARD_24GB_GIB <= CARD_24GB_GIB,
+        "fits_24gb": fits_24gb(trainer, share),
     }
 
 
@@ -437,27 +452,12 @@ def trainer_part(args: argparse.Namespace, ckpt: Path, seed: int = 0) -> dict[st
         "status": "ran",
         "precision": "nf4 + LoRA, no engine (completions at the cap)",
         "build_s": round(built, 1),
-        "settings": {
-            "profile": None if args.tiny else args.profile,
-            "prompt_tokens": prompt_len,
-            "completion_tokens": args.completion_tokens,
-            "group": args.group,
-            "micro_batch": args.micro_batch,
-            "generation_batch": args.generation_batch,
-            "steps": args.steps,
-            "gradient_checkpointing": settings.gradient_checkpointing,
-            "lora_r": settings.lora_r,
-            "beta": settings.beta,
-            "loss_type": settings.loss_type,
-            "bf16": bf16,
-            "learning_rate": args.learning_rate,
-            "seed": seed,
-        },
+        "settings": settings_report(args, settings, prompt_len, bf16, seed),
         "peak_allocated_gib": peak[0],
         "peak_reserved_gib": peak[1],
         "device_used_gib": _device_used_gib(),
         # beside the profile's engine share of a 24 GB card, as 03 colocates them
-        "fits_24gb": None if peak[1] is None else peak[1] + share * CARD_24GB_GIB <= CARD_24GB_GIB,
+        "fits_24gb": None if peak[1] is None else fits_24gb(peak[1], share),
         "generated_tokens": timer.tokens,
         "train_tokens": tokens_seen,
         "train_s": round(total, 3),
