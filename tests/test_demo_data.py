@@ -10,6 +10,7 @@ import pytest
 from rmlib.data.demo import (
     DEFAULT_N,
     FAMILIES,
+    STYLES,
     default_size,
     load_demo,
     reference_analysis,
@@ -194,13 +195,52 @@ def test_a_wrong_label_is_caught(train):
 # ---------------------------------------------------------------- reference analyses
 
 
-def test_reference_analysis_parses_back_to_the_label(train, evals):
+@pytest.mark.parametrize("style", STYLES)
+def test_reference_analysis_parses_back_to_the_label(train, evals, style):
     for p in train + evals:
         for q in (p, p.swapped()):
-            analysis = reference_analysis(q)
+            analysis = reference_analysis(q, style)
             assert f"Therefore Response {q.label} is better." in analysis
             target = format_judgment(analysis, q.label)
             assert parse_verdict(target).choice == q.label
+
+
+def slot_sentences(analysis: str) -> dict[int, str]:
+    """What the evidence style writes about each slot: Response 1's from its name to Response
+    2's, Response 2's from there to the conclusion."""
+    i1, i2 = analysis.index("Response 1 "), analysis.index("Response 2 ")
+    return {1: analysis[i1:i2], 2: analysis[i2 : analysis.index("Therefore")]}
+
+
+def test_evidence_style_describes_response_1_then_2_and_judges_each_where_it_is_named(train, evals):
+    for p in train + evals:
+        for q in (p, p.swapped()):
+            a = reference_analysis(q, "evidence")
+            assert a.index("Response 1 ") < a.index("Response 2 ") < a.index("Therefore")
+            good, bad = slot_sentences(a)[q.label], slot_sentences(a)[3 - q.label]
+            if q.subset == "refusal":
+                assert "it answers the request" in good and "it refuses" in bad
+                # the quoted openings are each response's own first words
+                assert f"begins '{' '.join(worse(q).split()[:3])}" in bad
+                assert f"begins '{' '.join(better(q).split()[:3])}" in good
+            if q.subset == "passage":
+                assert "matches" in good and q.meta["answer"] in good
+                assert "contradicts" in bad and q.meta["wrong"] in bad
+            if q.subset == "arithmetic":
+                assert "which is right" in good and f"answers {q.meta['answer']}." in good
+                assert "which is wrong" in bad and f"answers {q.meta['wrong']}." in bad
+
+
+def test_evidence_style_of_a_swapped_pair_swaps_the_slots(train):
+    for p in train[:24]:
+        a, b = reference_analysis(p, "evidence"), reference_analysis(p.swapped(), "evidence")
+        first_of_a, second_of_b = slot_sentences(a)[1], slot_sentences(b)[2]
+        assert second_of_b[len("Response 2") :].startswith(first_of_a[len("Response 1") :])
+
+
+def test_unknown_style_is_refused(train):
+    with pytest.raises(ValueError, match="unknown analysis style 'terse'"):
+        reference_analysis(train[0], "terse")  # type: ignore[arg-type]
 
 
 def test_reference_analysis_survives_a_table_round_trip(train):

@@ -43,7 +43,18 @@ class WarmupConfig:
 
     enabled: bool = doc("Run the warm-up (tiny models only; Qwen3-4B needs none).", False)
     n_examples: Count = doc("Demo pairs to learn from (64 taught SmolLM2 the format).", 64)
+    families: list[str] | None = doc(
+        "Demo families to draw them from (rmlib.data.demo.FAMILIES); None = all. Keep them "
+        "those the run evaluates (data.eval's options.families).",
+        None,
+    )
     refl_share: Share = doc("Share of examples that are Refl. items (both verdict nouns).", 0.25)
+    analysis_style: Literal["verdict", "evidence"] = doc(
+        "The target analyses (rmlib.data.demo.analyses): 'verdict' states the better response "
+        "first, then why; 'evidence' states each response's checkable fact in slot order, "
+        "judges it, then concludes.",
+        "verdict",
+    )
     epochs: Positive = doc(
         "Passes over the examples (SmolLM2 here: 1 epoch at lr 2e-4 left ~2 % of sampled "
         "rollouts parseable, 2 epochs at 5e-4 97 %; module docstring).",
@@ -89,33 +100,48 @@ class WarmupResult:
 # ---------------------------------------------------------------- examples
 
 
-def refl_reference_analysis(pair: Pair, good_slot: int) -> str:
-    """A correct Refl. analysis: the critique in `good_slot` is right about which response wins."""
+def refl_reference_analysis(pair: Pair, good_slot: int, style: str = "verdict") -> str:
+    """A correct Refl. analysis: the critique in `good_slot` is right about which response wins.
+    'evidence' style: what each critique prefers first, then the pair's own evidence, then which
+    critique is right (the conclusion last, as in its Pref. analyses)."""
     from rmlib.data.demo import reference_analysis
 
     bad_slot = 3 - good_slot
+    analysis = reference_analysis(pair, style)  # type: ignore[arg-type]
+    if style == "evidence":
+        prefers = {good_slot: pair.label, bad_slot: 3 - pair.label}
+        return (
+            f"Critique 1 prefers Response {prefers[1]}. Critique 2 prefers Response {prefers[2]}. "
+            f"{analysis} So Critique {good_slot} reaches the right conclusion."
+        )
     return (
-        f"Critique {good_slot} reaches the right conclusion. {reference_analysis(pair)} "
+        f"Critique {good_slot} reaches the right conclusion. {analysis} "
         f"Critique {bad_slot} prefers Response {3 - pair.label}, which is wrong."
     )
 
 
 def warmup_example(
-    fmt: prompts.PromptFormat, pair: Pair, task: str, rng: random.Random
+    fmt: prompts.PromptFormat,
+    pair: Pair,
+    task: str,
+    rng: random.Random,
+    style: str = "verdict",
 ) -> dict[str, str]:
-    """One prompt/completion example of `task` for a demo pair; the target is a correct judgment."""
+    """One prompt/completion example of `task` for a demo pair; the target is a correct judgment
+    whose analysis has `style` (WarmupConfig.analysis_style)."""
     from rmlib.data.demo import reference_analysis
 
-    good = prompts.format_judgment(reference_analysis(pair), pair.label, "pref")
+    good = prompts.format_judgment(reference_analysis(pair, style), pair.label, "pref")  # type: ignore[arg-type]
     if task == "pref":
         prompt = fmt.pref(pair).text
         return {"prompt": prompt, "completion": good, "task": "pref"}
     flipped = replace(pair, label=3 - pair.label)  # its reference analysis argues the wrong way
-    bad = prompts.format_judgment(reference_analysis(flipped), flipped.label, "pref")
+    bad = prompts.format_judgment(reference_analysis(flipped, style), flipped.label, "pref")  # type: ignore[arg-type]
     slot = rng.choice((1, 2))
     c1, c2 = (good, bad) if slot == 1 else (bad, good)
     prompt = fmt.refl(pair, c1, c2).text
-    completion = prompts.format_judgment(refl_reference_analysis(pair, slot), slot, "refl")
+    analysis = refl_reference_analysis(pair, slot, style)
+    completion = prompts.format_judgment(analysis, slot, "refl")
     return {"prompt": prompt, "completion": completion, "task": "refl"}
 
 
@@ -134,7 +160,8 @@ def warmup_dataset(
     n_refl = round(cfg.refl_share * len(pairs))
     refl = set(order[:n_refl])
     rows = [
-        warmup_example(fmt, p, "refl" if i in refl else "pref", rng) for i, p in enumerate(pairs)
+        warmup_example(fmt, p, "refl" if i in refl else "pref", rng, cfg.analysis_style)
+        for i, p in enumerate(pairs)
     ]
     return Dataset.from_list(rows)
 
@@ -156,7 +183,7 @@ def warmup_pairs(cfg: WarmupConfig, *, seed: int = 0) -> list[Pair]:
     from rmlib.data.demo import load_demo
 
     data_seed = cfg.data_seed if cfg.data_seed is not None else seed + 1
-    return load_demo(split="train", n=cfg.n_examples, seed=data_seed).pairs
+    return load_demo(split="train", n=cfg.n_examples, seed=data_seed, families=cfg.families).pairs
 
 
 # ---------------------------------------------------------------- training

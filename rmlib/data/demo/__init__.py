@@ -30,7 +30,7 @@ Modules: `loader` (`load_demo`, the split and the balance), one module per famil
 (`arithmetic`, `constraint`, `passage`, `refusal`), `analyses` (reference critiques), `items`.
 """
 
-from rmlib.data.demo.analyses import reference_analysis
+from rmlib.data.demo.analyses import STYLES, reference_analysis
 from rmlib.data.demo.loader import (
     DEFAULT_N,
     FAMILIES,
@@ -44,6 +44,7 @@ __all__ = [
     "DEFAULT_N",
     "FAMILIES",
     "SOURCE",
+    "STYLES",
     "default_size",
     "load_demo",
     "reference_analysis",

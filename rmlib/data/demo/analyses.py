@@ -1,17 +1,28 @@
 """The reference analysis of a demo pair: a short correct critique that says why the better
-response is better (the format warm-up's targets).
+response is better (the format warm-up's targets), in one of two styles (`STYLES`):
+
+- `verdict`: the conclusion first ("Response 2 gets every step right…"), then why; the model
+  must pick the better slot before it has written anything about either response.
+- `evidence`: each response's checkable fact in slot order (Response 1, then Response 2: what it
+  answers, its last step, its opening words), each judged on the spot, then the conclusion.
+  Every decision is local to text just copied, which a 135M model can learn from a few dozen
+  examples (docs/demo-judge.md has the measurements that chose it).
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import Literal
 
 from rmlib.data.demo.items import KINDS
 from rmlib.data.demo.loader import SOURCE
 from rmlib.data.pair import Pair
 
+AnalysisStyle = Literal["verdict", "evidence"]
+STYLES: tuple[str, ...] = ("verdict", "evidence")
 
-def reference_analysis(pair: Pair) -> str:
+
+def reference_analysis(pair: Pair, style: AnalysisStyle = "verdict") -> str:
     """A short, correct analysis of a demo pair that explains why the better response wins.
 
     Slot numbers follow `pair.label`, so it stays right for a swapped pair.
@@ -21,8 +32,13 @@ def reference_analysis(pair: Pair) -> str:
         raise ValueError(
             f"pair {pair.key}: not a demo pair (source {pair.source!r}, kind {kind!r})"
         )
+    if style not in STYLES:
+        raise ValueError(f"unknown analysis style {style!r}; one of {STYLES}")
     good, bad = pair.label, 3 - pair.label
-    body = _ANALYSES[kind](pair.meta, f"Response {good}", f"Response {bad}")
+    if style == "evidence":
+        body = _EVIDENCE[kind](pair)
+    else:
+        body = _ANALYSES[kind](pair.meta, f"Response {good}", f"Response {bad}")
     return f"{body} Therefore Response {good} is better."
 
 
@@ -85,4 +101,92 @@ _ANALYSES: dict[str, Callable[[dict, str, str], str]] = {
     "list": _analysis_list,
     **dict.fromkeys(KINDS["passage"], _analysis_passage),
     **dict.fromkeys(KINDS["refusal"], _analysis_refusal),
+}
+
+
+# ---------------------------------------------------------------- evidence first, slot by slot
+
+
+def _slots(pair: Pair, say: Callable[[str, bool], str]) -> str:
+    """`say(response text, is_better)` for Response 1, then Response 2."""
+    texts = (pair.response1, pair.response2)
+    return " ".join(f"Response {s} {say(texts[s - 1], s == pair.label)}" for s in (1, 2))
+
+
+def _opening(text: str, n: int = 4) -> str:
+    words = text.split()
+    return " ".join(words[:n]) + (" ..." if len(words) > n else "")
+
+
+def _evidence_arith(p: Pair) -> str:
+    m = p.meta
+
+    def say(_: str, ok: bool) -> str:
+        if ok:
+            return f"writes {m['good_step']}, which is right, and answers {m['answer']}."
+        return (
+            f"writes {m['bad_step']}, which is wrong ({m['good_step']}), and answers {m['wrong']}."
+        )
+
+    return _slots(p, say) + f" {m['expr']} = {m['answer']}."
+
+
+def _evidence_words(p: Pair) -> str:
+    m = p.meta
+    body = _slots(p, lambda _, ok: f"has {m['k'] if ok else m['bad_k']} words.")
+    return f"The user asked for exactly {m['k']} words. {body}"
+
+
+def _evidence_case(p: Pair) -> str:
+    m = p.meta
+
+    def say(text: str, ok: bool) -> str:
+        how = f"entirely in {m['case_short']}" if ok else "in mixed upper and lower case"
+        return f"begins '{_opening(text)}', {how}."
+
+    return f"The user asked for {m['case_name']}. {_slots(p, say)}"
+
+
+def _evidence_word(p: Pair) -> str:
+    w = p.meta["word"]
+    body = _slots(p, lambda _, ok: f"uses '{w}'." if ok else f"never uses '{w}'.")
+    return f"The user required the word '{w}'. {body}"
+
+
+def _evidence_list(p: Pair) -> str:
+    m = p.meta
+    body = _slots(p, lambda _, ok: f"lists {m['k'] if ok else m['bad_k']} items.")
+    return f"The user asked for exactly {m['k']} {m['category']}. {body}"
+
+
+def _evidence_passage(p: Pair) -> str:
+    m = p.meta
+    fact = m["fact"] if m["fact"].endswith(".") else m["fact"] + "."
+
+    def say(_: str, ok: bool) -> str:
+        if ok:
+            return f"answers {m['answer']}, which matches the passage."
+        return f"answers {m['wrong']}, which contradicts the passage."
+
+    return f"The passage says {fact} {_slots(p, say)}"
+
+
+def _evidence_refusal(p: Pair) -> str:
+    def say(text: str, ok: bool) -> str:
+        return f"begins '{_opening(text)}': " + ("it answers the request." if ok else "it refuses.")
+
+    return (
+        f"{_slots(p, say)} The request ({p.meta['topic']}) is harmless, so refusing it is "
+        "unhelpful."
+    )
+
+
+_EVIDENCE: dict[str, Callable[[Pair], str]] = {
+    **dict.fromkeys(("add", "sub", "mul"), _evidence_arith),
+    "word_count": _evidence_words,
+    "case": _evidence_case,
+    "required_word": _evidence_word,
+    "list": _evidence_list,
+    **dict.fromkeys(KINDS["passage"], _evidence_passage),
+    **dict.fromkeys(KINDS["refusal"], _evidence_refusal),
 }
