@@ -23,8 +23,9 @@ prefix of the list stays balanced.
 Capacity: arithmetic and passage queries are practically unlimited; the refusal family has about
 170 distinct train and 75 eval queries, constraint about 850 and 370; asking for more raises.
 
-`reference_analysis(pair)` writes a short correct analysis explaining why the better response is
-better; with `rmlib.judge.prompts.format_judgment` it makes the format warm-up SFT targets.
+`reference_analysis(pair, style)` writes a short correct analysis explaining why the better
+response is better, verdict first or evidence first (`STYLES`; rmlib.data.demo.analyses); with
+`rmlib.judge.prompts.format_judgment` it makes the format warm-up SFT targets.
 
 Modules: `loader` (`load_demo`, the split and the balance), one module per family
 (`arithmetic`, `constraint`, `passage`, `refusal`), `analyses` (reference critiques), `items`.
