@@ -23,9 +23,7 @@ venv: $(VENV)/.installed
 $(VENV)/.installed: pyproject.toml constraints.txt constraints-cpu.txt constraints-cuda.txt
 	$(PY) -m venv $(VENV)
 	$(BIN)/pip install -q --upgrade pip
-	# --no-compile: pip would byte-compile every module of torch, vLLM and the rest (37 s of the
-	# install's 84 here); Python compiles the few a run imports on first use instead
-	$(BIN)/pip install -q --no-compile -c $(CONSTRAINTS) -e ".[dev,lab,$(ENGINE)]"
+	$(BIN)/pip install -q -c $(CONSTRAINTS) -e ".[dev,lab,$(ENGINE)]"
 	# vLLM requires torchvision/torchaudio/torchcodec; PyPI's builds of them break transformers'
 	# imports beside the CPU torch ("operator torchvision::nms does not exist"), and text models
 	# need none of them

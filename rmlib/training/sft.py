@@ -26,8 +26,9 @@ confidence that ranks right above wrong (docs/demo-judge.md, benchmarks/demo_war
 
 from __future__ import annotations
 
+import contextlib
 import random
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Literal
@@ -285,6 +286,27 @@ def _bar_only_callback() -> Any:
     return BarOnly()
 
 
+@contextlib.contextmanager
+def label_positions_only() -> Iterator[None]:
+    """TRL's fused LM head scores only the positions with a label on every device.
+
+    TRL 1.16's `_fused_forward` (trl/trainer/utils.py) compacts the hidden states to the labelled
+    positions only where Triton runs (CUDA, XPU); elsewhere it scores every position, to keep tile
+    shapes fixed for compilers such as Neuron's. On CPU, in eager mode, nothing recompiles, and the
+    warm-up's loss is on the completion alone (about a fifth of each example): scoring the prompt
+    too made the fp32 LM head 37 % of a step. The rows kept are scored by the same fp32 tiles, so
+    the loss and gradients are the same up to summation order. The patch is the module's own name
+    `_use_triton`, which only that line reads there (the kernels read their module's own)."""
+    from trl.trainer import utils as trl_utils
+
+    original = trl_utils._use_triton
+    trl_utils._use_triton = lambda device: True
+    try:
+        yield
+    finally:
+        trl_utils._use_triton = original
+
+
 def run_warmup(
     pairs: Sequence[Pair],
     cfg: WarmupConfig,
@@ -303,7 +325,8 @@ def run_warmup(
     trainer = build_sft_trainer(
         dataset, cfg, output_dir, backbone=backbone, seed=seed, trust_remote_code=trust_remote_code
     )
-    result = trainer.train()
+    with label_positions_only():
+        result = trainer.train()
     trainer.save_model(str(output_dir))
     merged = None
     if merged_dir is not None:
