@@ -54,7 +54,7 @@ def family_table(rollouts: Any, greedy: Any, by: str = "subset") -> list[dict[st
                 "stage1_accuracy": round(float(parsed["correct"].mean()), 3)
                 if len(parsed)
                 else math.nan,
-                "greedy_accuracy": round(float(gr["correct"].fillna(False).mean()), 3),
+                "greedy_accuracy": round(float(gr["correct"].eq(True).mean()), 3),
                 "confidence_auc": round(auc, 3) if n_cmp else math.nan,
                 "auc_comparisons": n_cmp,
             }

@@ -52,4 +52,4 @@ def test_family_table_counts_parse_rate_accuracy_of_parsed_and_within_pair_auc()
     assert rows["passage"]["confidence_auc"] == 0.0 and rows["passage"]["auc_comparisons"] == 1
     assert rows["passage"]["greedy_accuracy"] == 0.5  # an unparsed greedy judgment is wrong
     assert rows["all"]["samples"] == 7 and rows["all"]["auc_comparisons"] == 3
-    assert rows["all"]["confidence_auc"] == pytest.approx(2 / 3)
+    assert rows["all"]["confidence_auc"] == pytest.approx(2 / 3, abs=1e-3)  # rounded to 3 places

@@ -24,6 +24,7 @@ from rmlib.training.sft import (
     WarmupConfig,
     build_sft_trainer,
     examples_cut,
+    label_positions_only,
     warmup_dataset,
     warmup_pairs,
 )
@@ -153,3 +154,47 @@ def test_sft_step_trains_completion_only_and_merges(tokenizer, tmp_path):
     q_base = base.model.layers[0].self_attn.q_proj.weight
     assert not torch.allclose(q_merged, q_base)  # the adapter is in the merged weights
     assert tok.chat_template == tokenizer.chat_template
+
+
+@pytest.mark.filterwarnings("ignore::UserWarning")
+@pytest.mark.filterwarnings("ignore::FutureWarning")
+def test_label_positions_only_scores_the_completion_alone_with_the_same_loss(tokenizer, tmp_path):
+    """On CPU TRL scores every position with its fp32 LM head; inside label_positions_only only
+    the labelled ones (the completion), with the same loss and gradients up to summation order,
+    and the patch is undone afterwards."""
+    from trl.trainer import utils as trl_utils
+
+    cfg = WarmupConfig(
+        enabled=True, n_examples=2, refl_share=0.5, batch_size=2, torch_threads=2, precision="fp32"
+    )
+    ds = warmup_dataset(PromptFormat(tokenizer), warmup_pairs(cfg), cfg)
+    trainer = build_sft_trainer(ds, cfg, tmp_path / "adapter", backbone=TINY_QWEN3)
+    batch = trainer.data_collator([trainer.train_dataset[i] for i in range(2)])
+    scored: list[int] = []
+    tile = trl_utils._ChunkedLogProbFunction.apply
+
+    def counting(hidden, *args):
+        scored.append(hidden.shape[0])
+        return tile(hidden, *args)
+
+    def loss_and_grads() -> tuple[float, list[torch.Tensor]]:
+        trainer.model.zero_grad()
+        loss = trainer.compute_loss(trainer.model, dict(batch))
+        loss.backward()
+        grads = [p.grad.clone() for p in trainer.model.parameters() if p.requires_grad]
+        return float(loss), grads
+
+    original = trl_utils._use_triton
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(trl_utils._ChunkedLogProbFunction, "apply", counting)
+        full_loss, full_grads = loss_and_grads()
+        with label_positions_only():
+            assert trl_utils._use_triton is not original
+            compact_loss, compact_grads = loss_and_grads()
+    assert trl_utils._use_triton is original
+    labelled = int((batch["labels"][:, 1:] != -100).sum())
+    positions = batch["labels"][:, 1:].numel()
+    assert scored == [positions, labelled] and labelled < positions / 2
+    assert compact_loss == pytest.approx(full_loss, rel=1e-5)
+    for a, b in zip(full_grads, compact_grads, strict=True):
+        torch.testing.assert_close(a, b, rtol=1e-4, atol=1e-6)

@@ -20,8 +20,8 @@ pairs): 1 epoch at lr 2e-4 left 1 of 64 rollouts parseable at a 96-token cap; 2 
 (the defaults) gave 62 of 64 at a 128-token cap (2 cut at the cap), accuracy 0.52. The targets
 are 62–127 SmolLM2 tokens long (median 68): a rollout cap below ~130 tokens truncates some.
 Format is not judgment: on the held-out demo pairs those defaults judge at chance (0.50), while
-evidence-first targets (`analysis_style`), 3 epochs at 1e-3 and three families reach 0.65 with
-confidence that ranks right above wrong (docs/demo-judge.md, benchmarks/demo_warmup.py).
+evidence-first targets (`analysis_style`), 3 epochs at 1e-3 and three families reach 0.60-0.65
+(docs/demo-judge.md, benchmarks/demo_warmup.py).
 """
 
 from __future__ import annotations
