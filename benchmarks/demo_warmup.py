@@ -42,13 +42,13 @@ def family_table(rollouts: Any, greedy: Any, by: str = "subset") -> list[dict[st
 
     rows = []
     groups = [(s, g) for s, g in rollouts.groupby(by)] + [("all", rollouts)]
-    for subset, g in groups:
+    for name, g in groups:
         parsed = g[g["choice"].notna()]
-        gr = greedy if subset == "all" else greedy[greedy[by] == subset]
+        gr = greedy if name == "all" else greedy[greedy[by] == name]
         auc, n_cmp = confidence_auc(g)
         rows.append(
             {
-                "family": subset,
+                "family": name,
                 "samples": len(g),
                 "parse_rate": round(float(g["choice"].notna().mean()), 3),
                 "stage1_accuracy": round(float(parsed["correct"].mean()), 3)
@@ -91,14 +91,12 @@ def main(argv: list[str] | None = None) -> int:
     gen, tokenizer = backend(cfg, run, model_ref(cfg, run, "base"))
     fmt = PromptFormat.of(tokenizer, cfg)
     infer = cfg.inference
-    subset = {p.key: p.subset for p in pairs}
     kind = {p.key: p.meta.get("kind") for p in pairs}
     kw = {"confidence_fraction": infer.confidence_fraction}
     rollouts = judge_pairs(pairs, gen, fmt, n=infer.n_samples, params=infer.sampling_params(), **kw)
     greedy = judge_pairs(pairs, gen, fmt, n=1, params=infer.greedy_params(), **kw)
     judge_s = time.perf_counter() - t1
-    for df in (rollouts, greedy):
-        df["subset"] = df["key"].map(subset)
+    for df in (rollouts, greedy):  # judge_pairs keeps each pair's subset (its family), not its kind
         df["kind"] = df["key"].map(kind)
     run.write_table("rollouts_eval_base", rollouts)
     run.write_table("greedy_eval_base", greedy)

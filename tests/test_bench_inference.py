@@ -2,18 +2,13 @@
 
 from __future__ import annotations
 
-import importlib.util
 import json
-from pathlib import Path
 
-SCRIPT = Path(__file__).resolve().parents[1] / "benchmarks" / "bench_inference.py"
+from scripts import load_script
 
 
 def _bench():
-    spec = importlib.util.spec_from_file_location("bench_inference", SCRIPT)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_script("benchmarks/bench_inference.py")
 
 
 def test_quick_benchmark_on_the_tiny_model(tmp_path, capsys):

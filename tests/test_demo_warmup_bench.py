@@ -3,21 +3,15 @@ from rollout and greedy tables whose answers are worked out by hand."""
 
 from __future__ import annotations
 
-import importlib.util
 import math
-from pathlib import Path
 
 import pandas as pd
 import pytest
-
-SCRIPT = Path(__file__).resolve().parents[1] / "benchmarks" / "demo_warmup.py"
+from scripts import load_script
 
 
 def _bench():
-    spec = importlib.util.spec_from_file_location("demo_warmup", SCRIPT)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_script("benchmarks/demo_warmup.py")
 
 
 def _rollouts() -> pd.DataFrame:

@@ -5,7 +5,6 @@ closing note of #28)."""
 
 from __future__ import annotations
 
-import importlib.util
 import os
 import subprocess
 import sys
@@ -13,15 +12,11 @@ import zipfile
 from pathlib import Path
 
 import pytest
-
-ROOT = Path(__file__).resolve().parents[1]
+from scripts import load_script
 
 
 def load_tool():
-    spec = importlib.util.spec_from_file_location("gpu_carry", ROOT / "tools" / "gpu_carry.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_script("tools/gpu_carry.py")
 
 
 def fake_bitsandbytes(path: Path) -> Path:

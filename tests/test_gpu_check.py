@@ -6,20 +6,14 @@ where nothing ran failing."""
 
 from __future__ import annotations
 
-import importlib.util
 import json
-from pathlib import Path
 
 import pytest
-
-ROOT = Path(__file__).resolve().parents[1]
+import scripts
 
 
 def load_script():
-    spec = importlib.util.spec_from_file_location("gpu_check", ROOT / "benchmarks" / "gpu_check.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return scripts.load_script("benchmarks/gpu_check.py")
 
 
 def _printed_json(capsys) -> dict:

@@ -35,6 +35,8 @@ from typing import Any, Literal
 
 from rmlib import status
 from rmlib.config import PARAMS, Count, Dropout, Positive, Precision, Scheduler, Seed, Share, doc
+from rmlib.data.demo import load_demo, reference_analysis
+from rmlib.data.demo.analyses import AnalysisStyle
 from rmlib.data.pair import Pair
 from rmlib.judge import prompts
 
@@ -53,7 +55,7 @@ class WarmupConfig:
         None,
     )
     refl_share: Share = doc("Share of examples that are Refl. items (both verdict nouns).", 0.25)
-    analysis_style: Literal["verdict", "evidence"] = doc(
+    analysis_style: AnalysisStyle = doc(
         "The target analyses (rmlib.data.demo.analyses): 'verdict' states the better response "
         "first, then why; 'evidence' states each response's checkable fact in slot order, "
         "judges it, then concludes.",
@@ -109,14 +111,12 @@ class WarmupResult:
 # ---------------------------------------------------------------- examples
 
 
-def refl_reference_analysis(pair: Pair, good_slot: int, style: str = "verdict") -> str:
+def refl_reference_analysis(pair: Pair, good_slot: int, style: AnalysisStyle = "verdict") -> str:
     """A correct Refl. analysis: the critique in `good_slot` is right about which response wins.
     'evidence' style: what each critique prefers first, then the pair's own evidence, then which
     critique is right (the conclusion last, as in its Pref. analyses)."""
-    from rmlib.data.demo import reference_analysis
-
     bad_slot = 3 - good_slot
-    analysis = reference_analysis(pair, style)  # type: ignore[arg-type]
+    analysis = reference_analysis(pair, style)
     if style == "evidence":
         prefers = {good_slot: pair.label, bad_slot: 3 - pair.label}
         return (
@@ -134,18 +134,16 @@ def warmup_example(
     pair: Pair,
     task: str,
     rng: random.Random,
-    style: str = "verdict",
+    style: AnalysisStyle = "verdict",
 ) -> dict[str, str]:
     """One prompt/completion example of `task` for a demo pair; the target is a correct judgment
     whose analysis has `style` (WarmupConfig.analysis_style)."""
-    from rmlib.data.demo import reference_analysis
-
-    good = prompts.format_judgment(reference_analysis(pair, style), pair.label, "pref")  # type: ignore[arg-type]
+    good = prompts.format_judgment(reference_analysis(pair, style), pair.label, "pref")
     if task == "pref":
         prompt = fmt.pref(pair).text
         return {"prompt": prompt, "completion": good, "task": "pref"}
     flipped = replace(pair, label=3 - pair.label)  # its reference analysis argues the wrong way
-    bad = prompts.format_judgment(reference_analysis(flipped, style), flipped.label, "pref")  # type: ignore[arg-type]
+    bad = prompts.format_judgment(reference_analysis(flipped, style), flipped.label, "pref")
     slot = rng.choice((1, 2))
     c1, c2 = (good, bad) if slot == 1 else (bad, good)
     prompt = fmt.refl(pair, c1, c2).text
@@ -189,8 +187,6 @@ def examples_cut(tokenizer: Any, dataset: Any, max_length: int) -> int:
 
 def warmup_pairs(cfg: WarmupConfig, *, seed: int = 0) -> list[Pair]:
     """Demo training pairs for the warm-up, drawn with data_seed (default: seed + 1)."""
-    from rmlib.data.demo import load_demo
-
     data_seed = cfg.data_seed if cfg.data_seed is not None else seed + 1
     return load_demo(split="train", n=cfg.n_examples, seed=data_seed, families=cfg.families).pairs
 

@@ -12,14 +12,14 @@ response is better (the format warm-up's targets), in one of two styles (`STYLES
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Literal
+from typing import Literal, TypeVar, get_args
 
 from rmlib.data.demo.items import KINDS
 from rmlib.data.demo.loader import SOURCE
 from rmlib.data.pair import Pair
 
 AnalysisStyle = Literal["verdict", "evidence"]
-STYLES: tuple[str, ...] = ("verdict", "evidence")
+STYLES: tuple[str, ...] = get_args(AnalysisStyle)
 
 
 def reference_analysis(pair: Pair, style: AnalysisStyle = "verdict") -> str:
@@ -93,15 +93,34 @@ def _analysis_refusal(m: dict, g: str, b: str) -> str:
     )
 
 
-_ANALYSES: dict[str, Callable[[dict, str, str], str]] = {
-    **dict.fromkeys(("add", "sub", "mul"), _analysis_arith),
-    "word_count": _analysis_words,
-    "case": _analysis_case,
-    "required_word": _analysis_word,
-    "list": _analysis_list,
-    **dict.fromkeys(KINDS["passage"], _analysis_passage),
-    **dict.fromkeys(KINDS["refusal"], _analysis_refusal),
-}
+W = TypeVar("W")
+
+
+def _by_kind(
+    arith: W, words: W, case: W, word: W, lists: W, passage: W, refusal: W
+) -> dict[str, W]:
+    """One writer per demo kind: the arithmetic kinds share one, as do the passage and refusal
+    kinds (one table of kinds for both styles)."""
+    return {
+        **dict.fromkeys(KINDS["arithmetic"], arith),
+        "word_count": words,
+        "case": case,
+        "required_word": word,
+        "list": lists,
+        **dict.fromkeys(KINDS["passage"], passage),
+        **dict.fromkeys(KINDS["refusal"], refusal),
+    }
+
+
+_ANALYSES: dict[str, Callable[[dict, str, str], str]] = _by_kind(
+    _analysis_arith,
+    _analysis_words,
+    _analysis_case,
+    _analysis_word,
+    _analysis_list,
+    _analysis_passage,
+    _analysis_refusal,
+)
 
 
 # ---------------------------------------------------------------- evidence first, slot by slot
@@ -181,12 +200,12 @@ def _evidence_refusal(p: Pair) -> str:
     )
 
 
-_EVIDENCE: dict[str, Callable[[Pair], str]] = {
-    **dict.fromkeys(("add", "sub", "mul"), _evidence_arith),
-    "word_count": _evidence_words,
-    "case": _evidence_case,
-    "required_word": _evidence_word,
-    "list": _evidence_list,
-    **dict.fromkeys(KINDS["passage"], _evidence_passage),
-    **dict.fromkeys(KINDS["refusal"], _evidence_refusal),
-}
+_EVIDENCE: dict[str, Callable[[Pair], str]] = _by_kind(
+    _evidence_arith,
+    _evidence_words,
+    _evidence_case,
+    _evidence_word,
+    _evidence_list,
+    _evidence_passage,
+    _evidence_refusal,
+)
