@@ -25,6 +25,7 @@ from rmlib.training.sft import (
     build_sft_trainer,
     examples_cut,
     label_positions_only,
+    refl_coins,
     warmup_dataset,
     warmup_pairs,
 )
@@ -38,7 +39,7 @@ def tokenizer():
 
 
 def test_examples_are_correct_judgments_of_both_tasks(tokenizer):
-    cfg = WarmupConfig(n_examples=12, refl_share=0.25)
+    cfg = WarmupConfig(n_examples=12, refl_share=0.25, refl_targets="correct")
     pairs = warmup_pairs(cfg, seed=0)
     assert len(pairs) == 12 and pairs[0].id != load_demo(split="train", n=1, seed=0).pairs[0].id
     ds = warmup_dataset(PromptFormat(tokenizer), pairs, cfg, seed=0)
@@ -60,6 +61,46 @@ def test_examples_are_correct_judgments_of_both_tasks(tokenizer):
     )  # seeded
 
 
+def _critique_conclusions(prompt: str) -> dict[int, int]:
+    """Which response each critique shown in a Refl. prompt concludes is better."""
+    out = {}
+    for slot in (1, 2):
+        text = prompt.split(f"[Critique {slot} begins]")[1].split("ends]")[0]
+        out[slot] = 1 if "Therefore Response 1 is better." in text else 2
+    return out
+
+
+def test_format_refl_targets_teach_the_format_not_the_decision(tokenizer):
+    """refl_targets='format' (the default): the base learns to write a reflection but is never
+    taught which critique is right. Each decision is the next coin of its own stream (it sees
+    neither the pair nor where the correct critique sits), its analysis only restates what each
+    critique concludes, and so the decisions are right about as often as wrong; with 'correct'
+    every decision picks the right critique (the test can fail)."""
+    cfg = WarmupConfig(n_examples=40, refl_share=1.0)
+    assert cfg.refl_targets == "format"
+    pairs = warmup_pairs(cfg, seed=3)
+    fmt = PromptFormat(tokenizer)
+    coins = refl_coins(3)
+    right = 0
+    for pair, row in zip(pairs, warmup_dataset(fmt, pairs, cfg, seed=3), strict=True):
+        verdict = parse_verdict(row["completion"], task="refl")
+        assert verdict.ok and verdict.choice == next(coins)
+        concl = _critique_conclusions(row["prompt"])
+        assert sorted(concl.values()) == [1, 2]  # one critique right, one wrong
+        analysis = row["completion"].split("</Analysis>")[0]
+        assert "Therefore" not in analysis  # nothing of the pair's evidence
+        for slot in (1, 2):
+            assert f"Critique {slot} concludes that Response {concl[slot]} is better." in analysis
+        right += concl[verdict.choice] == pair.label
+    assert 12 <= right <= 28, right  # 40 fair coins: a 1-in-1000 band around 20
+    taught = warmup_dataset(
+        fmt, pairs, WarmupConfig(n_examples=40, refl_share=1.0, refl_targets="correct"), seed=3
+    )
+    for pair, row in zip(pairs, taught, strict=True):
+        choice = parse_verdict(row["completion"], task="refl").choice
+        assert _critique_conclusions(row["prompt"])[choice] == pair.label
+
+
 def test_examples_cut_counts_those_over_max_length(tokenizer):
     cfg = WarmupConfig(n_examples=8, refl_share=0.5)
     ds = warmup_dataset(PromptFormat(tokenizer), warmup_pairs(cfg, seed=0), cfg, seed=0)
@@ -78,7 +119,7 @@ def test_the_demo_warmup_cuts_no_example():
     ds = warmup_dataset(PromptFormat.of(tok, cfg), pairs, cfg.warmup, seed=cfg.run.seed)
     assert ds["task"].count("refl") == 16
     assert examples_cut(tok, ds, cfg.warmup.max_length) == 0
-    assert examples_cut(tok, ds, 448) == 16  # the old limit cuts every one (the test can fail)
+    assert examples_cut(tok, ds, 448) > 0  # the old limit cuts some (the test can fail)
     # a whole reflection target fits under the demo's stage-2 cap
     refl = [len(tok(r["completion"])["input_ids"]) for r in ds if r["task"] == "refl"]
     assert max(refl) + 1 <= cfg.inference.reflection_max_new_tokens

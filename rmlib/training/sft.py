@@ -12,7 +12,12 @@ prompts.critique_with_result, fitted to our prompt budget: a Refl. example to it
 limit), the completion a correct judgment (`reference_analysis` + `format_judgment`; TRL appends
 the end-of-turn token).
 Loss is on the completion only. A share of the examples are Refl. items (a correct and a wrong
-critique of the pair, the correct one preferred), so both tasks' verdict nouns are learnt.
+critique of the pair), so the reflection's format and verdict nouns are learnt too. What their
+targets decide is `refl_targets`: by default ('format') a seeded coin, independent of which
+critique is right, so the warmed model, the run's *base*, was taught Pref. decisions and the
+Refl. format but never to pick the right critique, as the paper's untrained backbone was not
+(its Table 3 and Figure 4 compare such a backbone with one trained on Refl. items). 'correct'
+teaches the right critique, re-judged from the pair's evidence: a base trained on Refl. decisions.
 
 Measured here with these prompts (SmolLM2-135M, LoRA r=16 on all linear layers, 64 examples,
 batch 4, 1,024-token prompt budget; rollouts sampled at temperature 1, 4 per pair on 16 demo
@@ -40,6 +45,8 @@ from rmlib.data.demo.analyses import AnalysisStyle
 from rmlib.data.pair import Pair
 from rmlib.judge import prompts
 
+ReflTargets = Literal["format", "correct"]
+
 
 @dataclass
 class WarmupConfig:
@@ -55,6 +62,14 @@ class WarmupConfig:
         None,
     )
     refl_share: Share = doc("Share of examples that are Refl. items (both verdict nouns).", 0.25)
+    refl_targets: ReflTargets = doc(
+        "What a Refl. example's target decides: 'format' (the reflection's format only: the "
+        "critique judged better is a seeded coin, independent of which critique is right, and "
+        "the analysis only states what each critique concludes, so base is never taught Refl. "
+        "decisions, as the paper's untrained backbone was not) or 'correct' (the right critique, "
+        "re-judged from the pair's evidence: base is trained on Refl. decisions).",
+        "format",
+    )
     analysis_style: AnalysisStyle = doc(
         "The target analyses (rmlib.data.demo.analyses): 'verdict' states the better response "
         "first, then why; 'evidence' states each response's checkable fact in slot order, "
@@ -129,15 +144,29 @@ def refl_reference_analysis(pair: Pair, good_slot: int, style: AnalysisStyle = "
     )
 
 
+def refl_format_analysis(pair: Pair, good_slot: int) -> str:
+    """A Refl. analysis that decides nothing: what each critique concludes, in slot order, and
+    no word on the pair itself (its evidence would tell which critique is right)."""
+    prefers = {good_slot: pair.label, 3 - good_slot: 3 - pair.label}
+    return (
+        f"Critique 1 concludes that Response {prefers[1]} is better. "
+        f"Critique 2 concludes that Response {prefers[2]} is better."
+    )
+
+
 def warmup_example(
     fmt: prompts.PromptFormat,
     pair: Pair,
     task: str,
     rng: random.Random,
     style: AnalysisStyle = "verdict",
+    *,
+    coin: int | None = None,
 ) -> dict[str, str]:
-    """One prompt/completion example of `task` for a demo pair; the target is a correct judgment
-    whose analysis has `style` (WarmupConfig.analysis_style)."""
+    """One prompt/completion example of `task` for a demo pair; a Pref. target is a correct
+    judgment whose analysis has `style` (WarmupConfig.analysis_style). A Refl. target prefers
+    the correct critique, or with `coin` (1 or 2, drawn where the pair cannot be seen:
+    `refl_targets='format'`) the critique in that slot, with an analysis that judges nothing."""
     good = prompts.format_judgment(reference_analysis(pair, style), pair.label, "pref")
     if task == "pref":
         prompt = fmt.pref(pair).text
@@ -147,8 +176,11 @@ def warmup_example(
     slot = rng.choice((1, 2))
     c1, c2 = (good, bad) if slot == 1 else (bad, good)
     prompt = fmt.refl(pair, c1, c2).text
-    analysis = refl_reference_analysis(pair, slot, style)
-    completion = prompts.format_judgment(analysis, slot, "refl")
+    if coin is None:
+        analysis, choice = refl_reference_analysis(pair, slot, style), slot
+    else:
+        analysis, choice = refl_format_analysis(pair, slot), coin
+    completion = prompts.format_judgment(analysis, choice, "refl")
     return {"prompt": prompt, "completion": completion, "task": "refl"}
 
 
@@ -158,7 +190,9 @@ def warmup_dataset(
     """The warm-up examples as a Dataset (prompt, completion, task); the Refl. share is seeded.
 
     `fmt` is the run's prompt format (`PromptFormat.of`), so the examples look like the prompts
-    the model will be given."""
+    the model will be given. With `refl_targets='format'` each Refl. decision is the next draw
+    of its own stream (`refl_coins`), which sees neither the pair nor where its correct critique
+    sits: the decisions carry no label information."""
     from datasets import Dataset
 
     rng = random.Random(f"{seed}:warmup")
@@ -166,11 +200,21 @@ def warmup_dataset(
     rng.shuffle(order)
     n_refl = round(cfg.refl_share * len(pairs))
     refl = set(order[:n_refl])
-    rows = [
-        warmup_example(fmt, p, "refl" if i in refl else "pref", rng, cfg.analysis_style)
-        for i, p in enumerate(pairs)
-    ]
+    coins = refl_coins(seed) if cfg.refl_targets == "format" else None
+    rows = []
+    for i, p in enumerate(pairs):
+        task = "refl" if i in refl else "pref"
+        coin = next(coins) if coins is not None and task == "refl" else None
+        rows.append(warmup_example(fmt, p, task, rng, cfg.analysis_style, coin=coin))
     return Dataset.from_list(rows)
+
+
+def refl_coins(seed: int) -> Iterator[int]:
+    """The Refl. decisions of a 'format' warm-up, in example order: fair coins (1 or 2) of their
+    own seeded stream, apart from the stream that places the critiques."""
+    rng = random.Random(f"{seed}:warmup-refl-decisions")
+    while True:
+        yield rng.choice((1, 2))
 
 
 def examples_cut(tokenizer: Any, dataset: Any, max_length: int) -> int:
