@@ -110,7 +110,7 @@ def _kill_when(root: Path, ready: Callable[[Path], bool], what: str) -> None:
     os.killpg(proc.pid, signal.SIGKILL)
     proc.wait()
     # The kernel runs in a session of its own (jupyter_client starts it so); it must still go.
-    deadline = time.time() + 30
+    deadline = time.time() + 120
     while (left := _survivors(run)) and time.time() < deadline:
         time.sleep(0.5)
     assert not left, f"still running after kill -9 {what}: {[p.cmdline() for p in left]}"

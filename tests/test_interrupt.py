@@ -81,14 +81,15 @@ def test_ctrl_c_during_a_run_prints_one_line_and_leaves_no_kernel(tmp_path):
         start_new_session=True,  # its own process group: the test's Ctrl-C reaches only it
     )
     try:
-        deadline = time.monotonic() + 90
+        # generous bounds on single operations: a loaded 2-core AVX2 machine took over 60 s to stop
+        deadline = time.monotonic() + 300
         while not pid_file.exists() or not pid_file.read_text():
             assert proc.poll() is None, proc.communicate()
             assert time.monotonic() < deadline, "the notebook's cell never started"
             time.sleep(0.2)
         kernel = int(pid_file.read_text())
         os.killpg(proc.pid, signal.SIGINT)  # what a terminal's Ctrl-C sends
-        out, err = proc.communicate(timeout=60)
+        out, err = proc.communicate(timeout=300)
     finally:
         if proc.poll() is None:
             os.killpg(proc.pid, signal.SIGKILL)
@@ -101,7 +102,7 @@ def test_ctrl_c_during_a_run_prints_one_line_and_leaves_no_kernel(tmp_path):
     ], err
     state = run_dir / "state.json"  # the resume stays clean: the notebook is not marked done
     assert not state.exists() or "block" not in json.loads(state.read_text())
-    deadline = time.monotonic() + 10
+    deadline = time.monotonic() + 60
     while _alive(kernel) and time.monotonic() < deadline:
         time.sleep(0.1)
     assert not _alive(kernel), "the notebook's kernel was left running"

@@ -272,7 +272,7 @@ def test_rmlib_serve_prints_the_endpoints_and_stops_every_process_on_sigterm(tmp
         assert (tmp_path / "children.txt.runner").read_text().split() == ["1", "1"]
         assert (out_root / "served" / "serve" / f"server-{port}.log").is_file()
         stop()
-    deadline = time.monotonic() + 10  # the children's own parents are gone: init reaps them
+    deadline = time.monotonic() + 60  # the children's own parents are gone: init reaps them
     while any(_alive(p) for p in children) and time.monotonic() < deadline:
         time.sleep(0.2)
     assert not any(_alive(p) for p in children)
