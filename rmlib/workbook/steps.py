@@ -422,28 +422,60 @@ def _short(text: str, n: int) -> str:
     return text if len(text) <= n else text[: n - 1] + "…"
 
 
-def worked_example(run: RunFolder, model: str, key: str | None = None) -> pd.DataFrame:
-    """One pair's stage 1 (verdicts, confidence, anchor) and stage 2 (who beat the anchor).
+def worked_example(
+    run: RunFolder, model: str, key: str | None = None, max_chars: int = 240
+) -> pd.DataFrame:
+    """One pair's stage 1 (verdicts, confidence, anchor, each critique's text) and stage 2 (each
+    reflection call's output, and who beat the anchor).
 
-    Picks the first pair with at least one reflection call unless `key` is given.
+    Picks, unless `key` is given, the first pair where ReflectRM's verdict and majority vote's
+    differ (there the reflection decided something), else the first with a reflection call.
+    Texts are cut to `max_chars` from their end, where a judgment concludes.
     """
     t = run.model_tables(model)
     rollouts, refl, preds = t["rollouts"], t.get("reflections"), t["predictions"]
+    has_refl = refl is not None and len(refl)
     if key is None:
-        has_refl = refl is not None and len(refl)
-        key = refl["key"].iloc[0] if has_refl else rollouts["key"].iloc[0]
+        key, why = _disagreeing_pair(preds)
+        if key is None:
+            key = refl["key"].iloc[0] if has_refl else rollouts["key"].iloc[0]
+            why = "no pair where ReflectRM and majority vote disagree: the first pair"
+        print(why)
     r = rollouts[rollouts.key == key][
-        ["sample", "choice", "failure", "correct", "confidence", "n_tokens"]
+        ["sample", "choice", "failure", "correct", "confidence", "n_tokens", "text"]
     ].copy()
     final = preds[(preds.key == key) & (preds.method == "reflectrm")]
     anchor = final["anchor"].iloc[0] if len(final) else None
     anchor = None if pd.isna(anchor) else int(anchor)  # no parsed rollout: no anchor
     r["role"] = ["anchor" if s == anchor else "" for s in r["sample"]]
-    if refl is not None and len(refl):
+    r["critique"] = [_tail(x, max_chars) for x in r.pop("text")]
+    if has_refl:
         mine = refl[(refl.key == key) & (refl.method == "reflectrm")]
         wins = dict(zip(mine["i"], mine["other_wins"], strict=True))
+        said = dict(zip(mine["i"], mine["text"], strict=True))
         r["beats_anchor"] = [wins.get(s) for s in r["sample"]]
+        r["reflection"] = [_tail(said[s], max_chars) if s in said else "" for s in r["sample"]]
     label = rollouts[rollouts.key == key]["label"].iloc[0]
     verdict = final["verdict"].iloc[0] if len(final) else None
-    print(f"pair {key}: label {label}; ReflectRM verdict {verdict}")
+    majority = preds[(preds.key == key) & (preds.method == "majority")]["verdict"]
+    majority = majority.iloc[0] if len(majority) else None
+    print(f"pair {key}: label {label}; ReflectRM verdict {verdict}; majority vote {majority}")
     return r.set_index("sample")
+
+
+def _disagreeing_pair(preds: pd.DataFrame) -> tuple[str | None, str]:
+    by = preds[preds.method.isin(["reflectrm", "majority"])].pivot_table(
+        index="key", columns="method", values="verdict", aggfunc="first", sort=False
+    )
+    if not {"reflectrm", "majority"} <= set(by.columns):
+        return None, ""
+    differ = by[by["reflectrm"].astype("Int64") != by["majority"].astype("Int64")].dropna()
+    if differ.empty:
+        return None, ""
+    why = f"the first of {len(differ)} judged pairs where ReflectRM and majority vote disagree"
+    return str(differ.index[0]), why
+
+
+def _tail(text: str | None, n: int) -> str:
+    text = " ".join(str(text or "").split())
+    return text if len(text) <= n else "…" + text[-n:]
