@@ -10,6 +10,15 @@ This is how docs/demo-judge.md's tries were measured, one line per try:
 
     python benchmarks/demo_warmup.py --set warmup.epochs=3 --output try.json
 
+With --stage2 the base model runs the run's whole two-stage inference instead (04's
+`run_reflectrm`: stage 1, greedy, stage 2 and every vote) and the summary adds what the base's
+reflection can do before any Refl. training: its reflection accuracy (the right critique chosen
+where exactly one of the two is right) and ReflectRM minus majority vote. Compare the warm-up's
+Refl. targets so, one seed at a time:
+
+    python benchmarks/demo_warmup.py --stage2 --set warmup.refl_targets=format --set run.seed=1
+    python benchmarks/demo_warmup.py --stage2 --set warmup.refl_targets=correct --set run.seed=1
+
 Each try trains in a fresh temporary run folder (nothing is reused between tries) and takes
 about as long as 02's warm-up plus one engine start and 256 short generations.
 """
@@ -32,6 +41,11 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE")
     p.add_argument("--run-dir", help="keep the run folder here (default: a temporary one)")
     p.add_argument("--output", help="write the results as JSON here too")
+    p.add_argument(
+        "--stage2",
+        action="store_true",
+        help="run the whole two-stage inference: reflection accuracy, ReflectRM - majority",
+    )
     return p.parse_args(argv)
 
 
@@ -60,6 +74,30 @@ def family_table(rollouts: Any, greedy: Any, by: str = "subset") -> list[dict[st
             }
         )
     return rows
+
+
+def stage2_summary(tables: dict[str, Any], failure_credit: float) -> dict[str, Any]:
+    """What the base's reflection does, from `run_reflectrm`'s tables: the reflection accuracy
+    of ReflectRM's informative calls (exactly one critique right; an unparsed call counts as not
+    preferring it, as 06 counts it), and accuracy per method (parse failures at the failure
+    credit, both orders pooled) with ReflectRM minus majority vote."""
+    from rmlib.reflect.quality import analysis_quality
+    from rmlib.scoring import credited
+
+    q = analysis_quality(tables["rollouts"], tables["reflections"], tables["predictions"])
+    preds = tables["predictions"]
+    acc = {
+        str(m): round(float(credited(g, failure_credit).mean()), 4)
+        for m, g in preds.groupby("method", sort=False)
+    }
+    gain = acc["reflectrm"] - acc["majority"] if {"reflectrm", "majority"} <= set(acc) else None
+    return {
+        "stage1_accuracy": q["rollout_accuracy"],
+        "reflection_accuracy": q["reflection_accuracy"],
+        "n_informative_reflections": q["n_informative_reflections"],
+        "accuracy": acc,
+        "reflectrm_minus_majority": None if gain is None else round(gain, 4),
+    }
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -93,8 +131,17 @@ def main(argv: list[str] | None = None) -> int:
     infer = cfg.inference
     kind = {p.key: p.meta.get("kind") for p in pairs}
     kw = {"confidence_fraction": infer.confidence_fraction}
-    rollouts = judge_pairs(pairs, gen, fmt, n=infer.n_samples, params=infer.sampling_params(), **kw)
-    greedy = judge_pairs(pairs, gen, fmt, n=1, params=infer.greedy_params(), **kw)
+    stage2 = None
+    if args.stage2:
+        from rmlib.reflect import run_reflectrm
+
+        tables = run_reflectrm(run.pairs("pairs_eval"), gen, fmt, infer).tables()
+        rollouts, greedy = tables["rollouts"], tables["greedy"]
+        stage2 = stage2_summary(tables, cfg.eval.failure_credit)
+    else:
+        sampling = infer.sampling_params()
+        rollouts = judge_pairs(pairs, gen, fmt, n=infer.n_samples, params=sampling, **kw)
+        greedy = judge_pairs(pairs, gen, fmt, n=1, params=infer.greedy_params(), **kw)
     judge_s = time.perf_counter() - t1
     for df in (rollouts, greedy):  # judge_pairs keeps each pair's subset (its family), not its kind
         df["kind"] = df["key"].map(kind)
@@ -111,6 +158,9 @@ def main(argv: list[str] | None = None) -> int:
         "kinds": kinds,
         "run_dir": str(root),
     }
+    if stage2 is not None:
+        result["stage2"] = stage2
+        print(json.dumps(stage2, indent=1))
     print(pd.DataFrame(kinds).to_string(index=False))
     print(pd.DataFrame(table).to_string(index=False))
     print(f"warm-up {warmup_s:.0f} s, judging {judge_s:.0f} s; {overrides}")

@@ -47,3 +47,41 @@ def test_family_table_counts_parse_rate_accuracy_of_parsed_and_within_pair_auc()
     assert rows["passage"]["greedy_accuracy"] == 0.5  # an unparsed greedy judgment is wrong
     assert rows["all"]["samples"] == 7 and rows["all"]["auc_comparisons"] == 3
     assert rows["all"]["confidence_auc"] == pytest.approx(2 / 3, abs=1e-3)  # rounded to 3 places
+
+
+def test_stage2_summary_counts_reflection_accuracy_and_the_gain_over_majority_by_hand():
+    rollouts = pd.DataFrame(
+        {
+            "key": ["a", "a", "b", "b"],
+            "choice": [1, 2, 1, None],
+            "correct": [True, False, True, False],
+            "confidence": [-0.1, -0.2, -0.3, -0.4],
+        }
+    )
+    # ReflectRM's calls: two informative (one prefers the correct critique, one not), one where
+    # both critiques agree (uninformative); the random anchor's call is not ReflectRM's
+    reflections = pd.DataFrame(
+        {
+            "key": ["a", "a", "b", "b"],
+            "method": ["reflectrm", "reflectrm", "reflectrm", "random_anchor"],
+            "prefers_correct": [True, False, None, True],
+            "other_wins": [True, False, False, True],
+            "i_correct": [True, False, True, True],
+        }
+    )
+    predictions = pd.DataFrame(
+        {
+            "key": ["a", "b", "a", "b"],
+            "method": ["reflectrm", "reflectrm", "majority", "majority"],
+            "verdict": [1, 1, None, 2],
+            "label": [1, 1, 1, 1],
+            "correct": [True, True, None, False],
+        }
+    )
+    tables = {"rollouts": rollouts, "reflections": reflections, "predictions": predictions}
+    out = _bench().stage2_summary(tables, failure_credit=0.5)
+    assert out["stage1_accuracy"] == pytest.approx(2 / 3)  # parsed samples: right, wrong, right
+    assert out["reflection_accuracy"] == pytest.approx(0.5)
+    assert out["n_informative_reflections"] == 2
+    assert out["accuracy"] == {"reflectrm": 1.0, "majority": 0.25}  # failure 0.5 + wrong 0
+    assert out["reflectrm_minus_majority"] == pytest.approx(0.75)
