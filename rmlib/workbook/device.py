@@ -11,6 +11,7 @@ is asked only whether it sees a device and which CUDA it was built for.
 
 from __future__ import annotations
 
+import importlib.util
 import logging
 import os
 import shutil
@@ -48,6 +49,40 @@ class Machine:
     driver: str | None
     capabilities: tuple[tuple[int, int], ...] = ()
     toolchain: dict[str, Any] = field(default_factory=dict)
+
+
+def vllm_installed() -> bool:
+    """Whether vLLM (its CUDA or CPU build) can be imported here, found without importing it."""
+    try:
+        return importlib.util.find_spec("vllm") is not None
+    except (ImportError, ValueError):  # a finder that refuses it, a half-removed package
+        return False
+
+
+def without_vllm(cfg: RunConfig) -> tuple[dict[str, Any], str | None]:
+    """Where vLLM is not installed (`make ENGINE=none`, the default on macOS, where vLLM has no
+    wheel): the `--set` overrides that move a run's vLLM work to transformers, and the one line
+    that says so; nothing where vLLM is installed or the run does not use it.
+
+    generation.backend 'vllm' becomes 'hf' (the transformers loop: same judgments, slower) and
+    grpo.use_vllm false (TRL generates GRPO's groups with transformers); 'served' starts vLLM
+    servers, which need vLLM: a ConfigError naming the backends that work here."""
+    if vllm_installed():
+        return {}, None
+    if cfg.generation.backend == "served":
+        raise ConfigError(
+            f"{cfg.source}: generation.backend 'served' starts vLLM servers, and vLLM is not "
+            "installed here (make ENGINE=none): use 'hf', or 'http' with servers elsewhere"
+        )
+    swap: dict[str, Any] = {}
+    if cfg.generation.backend == "vllm":
+        swap["generation.backend"] = "hf"
+    if cfg.grpo.use_vllm:
+        swap["grpo.use_vllm"] = False
+    if not swap:
+        return {}, None
+    said = ", ".join(f"{k}: {str(v).lower()}" for k, v in swap.items())
+    return swap, f"vLLM is not installed here: running with {said} (transformers generates)"
 
 
 def probe(cuda: bool | None = None) -> Machine:
