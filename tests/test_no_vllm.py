@@ -4,7 +4,9 @@ unimportable (tests/no_vllm/sitecustomize.py hides it from every process of the 
 
 from __future__ import annotations
 
+import json
 import os
+import sqlite3
 import subprocess
 import sys
 from pathlib import Path
@@ -46,6 +48,23 @@ def test_a_run_that_asks_for_vllm_moves_to_transformers_in_one_line(monkeypatch,
     assert (cfg.generation.backend, cfg.grpo.use_vllm, note) == ("vllm", True, None)
 
 
+def test_what_needs_vllm_says_so_in_one_line(monkeypatch, tmp_path):
+    """`rmlib judge --backend vllm` and `rmlib serve` without vLLM: one line, no traceback."""
+    from rmlib.generation import servers
+    from rmlib.generation import vllm as vllm_backend
+    from rmlib.generation.backends import build_backend
+    from rmlib.generation.registry import Needs, Weights
+    from rmlib.generation.settings import GenerationSection
+
+    monkeypatch.setattr(vllm_backend, "vllm_installed", lambda: False)
+    weights = Weights(checkpoint="embedded:tiny-qwen3", precision="fp32")
+    needs = Needs(context_tokens=512, source="rmlib judge")
+    with pytest.raises(ConfigError, match="^rmlib judge: generation backend 'vllm' needs vLLM"):
+        build_backend(GenerationSection(backend="vllm"), weights, tmp_path / "s.sqlite", needs)
+    with pytest.raises(ConfigError, match=r"^vLLM servers \(rmlib serve, .*\) needs vLLM"):
+        servers.start_servers(None, 1)
+
+
 def test_the_blocker_hides_vllm_and_records_each_import(tmp_path):
     """What the next test rests on: vLLM is not found, its distributions are not listed, TRL
     sees none, and an import of it (even one a caller swallows) is recorded."""
@@ -65,3 +84,59 @@ def test_the_blocker_hides_vllm_and_records_each_import(tmp_path):
     assert out.returncode == 0, out.stderr[-2000:]
     assert out.stdout.split() == ["None", "False", "False", "False"]
     assert log.read_text().startswith('import vllm from File "<string>", line 8')
+
+
+# The workbook's own steps (rmlib.workbook.steps, as notebooks 01-03 call them) on the smoke
+# profile cut to its cheapest: a run that asks for vLLM everywhere, moved to transformers by
+# `rmlib run`'s rule; rollouts judged by the transformers backend, the mix, and one GRPO step of
+# the unified judge with TRL's own generation, in the training's own process (launch.py), all
+# with vLLM unimportable. Without papermill's kernels: the whole smoke profile so takes about
+# 10 minutes on this project's 2-core AVX2 machine, this piece 2-2.5 minutes (both measured
+# with other work running).
+_STEPS = """
+import json, sys
+from pathlib import Path
+from rmlib.run.folder import RunFolder
+from rmlib.workbook import steps
+from rmlib.workbook.execute import load_for_machine
+
+out = Path(sys.argv[1])
+cfg, note = load_for_machine("params/smoke.yaml", {
+    "run.output_root": str(out), "generation.backend": "vllm", "grpo.use_vllm": True,
+    "warmup.enabled": False, "data.train.n": 4, "rollouts.max_new_tokens": 8,
+    "grpo.max_steps": 1, "grpo.save_steps": 1, "grpo.max_completion_length": 8,
+})
+print(note)
+run = RunFolder(out / cfg.run.name)
+run.write_params(cfg)
+steps.load_data(cfg, run)
+rollouts = steps.training_rollouts(cfg, run)
+steps.build_mixes(cfg, run)
+trained = steps.train(cfg, run, "unified")
+print(json.dumps({"rollouts": len(rollouts), "status": trained["status"]}))
+"""
+
+
+@pytest.mark.slow
+def test_the_workbook_path_runs_on_transformers_with_vllm_unimportable(tmp_path):
+    log = tmp_path / "vllm_imports.log"
+    out = subprocess.run(
+        [sys.executable, "-c", _STEPS, str(tmp_path)],
+        cwd=ROOT,
+        env={**_env(log), "HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1"},
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert out.returncode == 0, out.stderr[-3000:]
+    assert not log.exists(), f"vLLM was imported on the path without it:\n{log.read_text()}"
+    lines = out.stdout.strip().splitlines()  # the note first, the summary last (GRPO's between)
+    assert lines[0].startswith("vLLM is not installed here: running with generation.backend: hf")
+    assert json.loads(lines[-1]) == {"rollouts": 8, "status": "trained"}  # 4 pairs x 2 samples
+    run = tmp_path / "smoke"
+    settings = json.loads((run / "training" / "unified" / "training_settings.json").read_text())
+    assert settings["settings"]["use_vllm"] is False  # TRL generated GRPO's groups
+    assert (run / "adapters" / "unified" / "adapter_config.json").is_file()
+    with sqlite3.connect(run / "generations.sqlite") as db:
+        identities = [i for (i,) in db.execute("SELECT DISTINCT identity FROM generations")]
+    assert identities and not any(i.startswith("vllm") for i in identities), identities

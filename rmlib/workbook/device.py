@@ -11,7 +11,6 @@ is asked only whether it sees a device and which CUDA it was built for.
 
 from __future__ import annotations
 
-import importlib.util
 import logging
 import os
 import shutil
@@ -23,6 +22,7 @@ from typing import Any
 
 from rmlib.config import ConfigError
 from rmlib.generation.registry import BACKENDS
+from rmlib.generation.vllm import vllm_installed
 from rmlib.run.config import RunConfig
 from rmlib.run.models import trained_models
 
@@ -49,14 +49,6 @@ class Machine:
     driver: str | None
     capabilities: tuple[tuple[int, int], ...] = ()
     toolchain: dict[str, Any] = field(default_factory=dict)
-
-
-def vllm_installed() -> bool:
-    """Whether vLLM (its CUDA or CPU build) can be imported here, found without importing it."""
-    try:
-        return importlib.util.find_spec("vllm") is not None
-    except (ImportError, ValueError):  # a finder that refuses it, a half-removed package
-        return False
 
 
 def without_vllm(cfg: RunConfig) -> tuple[dict[str, Any], str | None]:
