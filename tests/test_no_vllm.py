@@ -90,9 +90,9 @@ def test_the_blocker_hides_vllm_and_records_each_import(tmp_path):
 # profile cut to its cheapest: a run that asks for vLLM everywhere, moved to transformers by
 # `rmlib run`'s rule; rollouts judged by the transformers backend, the mix, and one GRPO step of
 # the unified judge with TRL's own generation, in the training's own process (launch.py), all
-# with vLLM unimportable. Without papermill's kernels: the whole smoke profile so takes about
-# 10 minutes on this project's 2-core AVX2 machine, this piece 2-2.5 minutes (both measured
-# with other work running).
+# with vLLM unimportable. Without papermill's kernels: the whole smoke profile so (every notebook,
+# `rmlib run` under the same blocker) took 10 min 12 s on this project's 2-core AVX2 machine; this
+# piece 105 s (146 s beside that run). Both measured with other agents' work running.
 _STEPS = """
 import json, sys
 from pathlib import Path
