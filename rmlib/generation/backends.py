@@ -236,8 +236,9 @@ def _hf(gen: GenerationSection, weights: Weights, needs: Needs) -> tuple[Any, An
 @register("vllm", who="vLLM's engine in this process")
 def _vllm(gen: GenerationSection, weights: Weights, needs: Needs) -> tuple[Any, Any]:
     from rmlib.generation.models import load_tokenizer, resolve_model
-    from rmlib.generation.vllm import VLLMBackend, checkpoint_stop_ids, engine
+    from rmlib.generation.vllm import VLLMBackend, checkpoint_stop_ids, engine, require_vllm
 
+    require_vllm(f"{needs.source}: generation backend 'vllm'")
     assert weights.precision is not None and needs.context_tokens is not None
     merged = weights.adapter is not None and adapter_mode(gen) == "merged"
     tokenizer = load_tokenizer(weights.checkpoint, trust_remote_code=weights.trust_remote_code)

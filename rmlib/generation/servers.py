@@ -51,7 +51,7 @@ from pathlib import Path
 from typing import Any
 
 from rmlib.generation.settings import GenerationSection
-from rmlib.generation.vllm import EngineSettings, adapter_rank
+from rmlib.generation.vllm import EngineSettings, adapter_rank, require_vllm
 from rmlib.writes import open_fresh
 
 SERVER_MODULE = "vllm.entrypoints.launchers.api_server.entry"
@@ -312,6 +312,7 @@ def start_servers(
     log_dir: where each server's output goes (server-<port>.log; None: a temporary folder).
     timeout: seconds all may take to answer (a server that exits or does not answer in time
     stops them all and raises ServeError with its log's tail)."""
+    require_vllm("vLLM servers (rmlib serve, generation.backend 'served')")
     if count < 1:
         raise ValueError(f"count must be >= 1, got {count}")
     if on_cuda is None:

@@ -24,6 +24,7 @@ old engine down first (one card, one engine).
 from __future__ import annotations
 
 import gc
+import importlib.util
 import json
 import os
 import time
@@ -41,6 +42,26 @@ CPU_KV_CACHE_GIB = 2.0
 # The `max_lora_rank` values vLLM 0.32 accepts (vllm/config/lora.py `MaxLoRARanks`; a test checks
 # the installed vLLM's): a rank between two is served under the next one up.
 VLLM_LORA_RANKS = (1, 8, 16, 32, 64, 128, 256, 320, 512)
+
+
+def vllm_installed() -> bool:
+    """Whether vLLM (its CUDA or CPU build) can be imported here, found without importing it."""
+    try:
+        return importlib.util.find_spec("vllm") is not None
+    except (ImportError, ValueError):  # a finder that refuses it, a half-removed package
+        return False
+
+
+def require_vllm(what: str) -> None:
+    """One ConfigError line where `what` needs vLLM and none is installed (`make ENGINE=none`,
+    the default on macOS), instead of an import's traceback."""
+    if not vllm_installed():
+        from rmlib.config import ConfigError
+
+        raise ConfigError(
+            f"{what} needs vLLM, which is not installed here (make ENGINE=none; vLLM has no "
+            "macOS wheel): generate with the 'hf' backend, or 'http' against servers elsewhere"
+        )
 
 
 @dataclass(frozen=True)

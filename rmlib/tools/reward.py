@@ -37,7 +37,8 @@ docs/preparation/reward_function.rst "last updated 06/02/2025": `custom_reward_f
 completion; the prompt is `extra_info[prompt_key]`; the judge is named by the reward kwargs
 (`http_judge`'s arguments) and made once per process. `compute_score_batch` is the same over
 lists, as verl's batch reward manager calls it (`data_sources=, solution_strs=, ground_truths=,
-extra_infos=`; one judge call per batch).
+extra_infos=`; one judge call per batch). verl's later Reward Loop (an async compute_score given
+the router of a judge verl serves) is `rmlib.tools.reward_loop`.
 """
 
 from __future__ import annotations

@@ -22,6 +22,7 @@ from typing import Any
 
 from rmlib.config import ConfigError
 from rmlib.generation.registry import BACKENDS
+from rmlib.generation.vllm import vllm_installed
 from rmlib.run.config import RunConfig
 from rmlib.run.models import trained_models
 
@@ -48,6 +49,32 @@ class Machine:
     driver: str | None
     capabilities: tuple[tuple[int, int], ...] = ()
     toolchain: dict[str, Any] = field(default_factory=dict)
+
+
+def without_vllm(cfg: RunConfig) -> tuple[dict[str, Any], str | None]:
+    """Where vLLM is not installed (`make ENGINE=none`, the default on macOS, where vLLM has no
+    wheel): the `--set` overrides that move a run's vLLM work to transformers, and the one line
+    that says so; nothing where vLLM is installed or the run does not use it.
+
+    generation.backend 'vllm' becomes 'hf' (the transformers loop: same judgments, slower) and
+    grpo.use_vllm false (TRL generates GRPO's groups with transformers); 'served' starts vLLM
+    servers, which need vLLM: a ConfigError naming the backends that work here."""
+    if vllm_installed():
+        return {}, None
+    if cfg.generation.backend == "served":
+        raise ConfigError(
+            f"{cfg.source}: generation.backend 'served' starts vLLM servers, and vLLM is not "
+            "installed here (make ENGINE=none): use 'hf', or 'http' with servers elsewhere"
+        )
+    swap: dict[str, Any] = {}
+    if cfg.generation.backend == "vllm":
+        swap["generation.backend"] = "hf"
+    if cfg.grpo.use_vllm:
+        swap["grpo.use_vllm"] = False
+    if not swap:
+        return {}, None
+    said = ", ".join(f"{k}: {str(v).lower()}" for k, v in swap.items())
+    return swap, f"vLLM is not installed here: running with {said} (transformers generates)"
 
 
 def probe(cuda: bool | None = None) -> Machine:

@@ -32,7 +32,13 @@ from rmlib.config import NOT_RESULTS, ConfigError, project_root
 from rmlib.run.config import RunConfig, load_config, sweep_points
 from rmlib.run.folder import RunFolder
 from rmlib.run.lock import holding
-from rmlib.workbook.device import check_device, check_gpu_class, cuda_driver, nvidia_smi
+from rmlib.workbook.device import (
+    check_device,
+    check_gpu_class,
+    cuda_driver,
+    nvidia_smi,
+    without_vllm,
+)
 from rmlib.writes import open_append, own_text, refuse_link, unlink_link, write_text
 
 log = logging.getLogger("rmlib.workbook.execute")
@@ -187,23 +193,38 @@ def execute(
     The run folder is locked for the whole run: a second `rmlib run` on it is refused."""
     if name:  # validated as the params' run.name is: one plain folder name
         overrides = {**(overrides or {}), "run.name": name}
-    cfg = load_config(params_file, overrides)
+    cfg, note = load_for_machine(params_file, overrides)
     check_device(cfg)
     check_gpu_class(cfg)
     preflight(cfg)
     run = RunFolder(Path(cfg.run.output_root) / cfg.run.name)
     refuse_link(run.params_file, "the run folder's params")  # before anything is written
     with holding(run.path):
-        return run, _execute(cfg, run, force=force, progress=progress)
+        return run, _execute(cfg, run, force=force, progress=progress, note=note)
+
+
+def load_for_machine(
+    params_file: str | Path, overrides: dict[str, Any] | None = None
+) -> tuple[RunConfig, str | None]:
+    """The params file's run as this machine runs it, and the line that says what changed:
+    without vLLM installed, its vLLM work on transformers (`device.without_vllm`). The run folder's
+    params.yaml holds the result, so every notebook and the params hash see what ran."""
+    cfg = load_config(params_file, overrides)
+    swap, note = without_vllm(cfg)
+    if swap:
+        cfg = load_config(params_file, {**(overrides or {}), **swap})
+    return cfg, note
 
 
 def _execute(
-    cfg: RunConfig, run: RunFolder, *, force: bool, progress: bool
+    cfg: RunConfig, run: RunFolder, *, force: bool, progress: bool, note: str | None = None
 ) -> list[NotebookResult]:
     import papermill as pm
     from papermill.exceptions import PapermillExecutionError
 
     _start_log(run)
+    if note:
+        log.info(note)
     run.write_params(cfg)
     write_text(run.path / "manifest.json", json.dumps(manifest(cfg), indent=2, default=str))
     state = _read_state(run)
