@@ -1,6 +1,6 @@
 """GPU check of the users' real job: QLoRA GRPO beside a colocated vLLM engine, at the quick
-profile's sizes, on a Qwen3-4B-shaped model; one prepared script, about 5 minutes on an H200
-(estimated, not yet timed on one).
+profile's sizes, on a Qwen3-4B-shaped model; one prepared script (never timed on a GPU yet;
+tools/gpu_once.sh is the bounded call that runs its trainer part on a lent machine).
 
 Builds a model of Qwen3-4B's exact shape (`rmlib.generation.models.qwen3_4b_config`) with random
 weights, offline: initialised in bf16 on the device, saved as a plain checkpoint in a temporary
@@ -17,22 +17,24 @@ engine dies with it), in this order:
 
 - `trainer`: the production trainer alone, no vLLM (`build_trainer`, precision nf4, use_vllm
   off) with generation replaced by completions at the length cap (random tokens, never an end
-  token: what random weights give anyway). `--steps` optimizer steps of one micro-batch; it
-  reports the trainer's own peak (`peak_reserved_gib`: no engine in the process), tokens/s,
-  and `fits_24gb` (that peak beside the profile's engine share of a 22.5 GiB card);
+  token: what random weights give anyway). `--steps` optimizer steps, each training its whole
+  generation batch (production's accumulation); it reports the trainer's own peak
+  (`peak_reserved_gib`: no engine in the process), tokens/s, and `fits_24gb` (that peak beside
+  the profile's engine share of a 22.5 GiB card);
 - `grpo_model_1`, `grpo_model_2`: two models trained in sequence, as notebook 03 trains rft and
   unified (each in its own process): the production trainer (`build_trainer`, precision nf4:
   the NF4 base reloaded through `load_backbone`) with TRL's colocated vLLM engine serving the
   unquantized base and the policy as a LoRA adapter (`rmlib.training.colocate`). One generation
-  round of the profile's generation batch, then `--steps` optimizer steps of one micro-batch
-  each. Each reports `engine_started`, the build time (`build_s`: NF4 load + engine start),
+  round of the profile's generation batch per optimizer step (`--steps`), every completion
+  trained. Each reports `engine_started`, the build time (`build_s`: NF4 load + engine start),
   torch's peak over training (`peak_reserved_gib`, read before the sync check below loads its
   reference model; the engine's weights and KV cache included: on an H200 the engine's share
   is of 141 GB), the engine's budget (share x this card) and the trainer's rest
   (`trainer_peak_reserved_gib_est`, an estimate), the card's use (`device_used_gib`), tokens/s;
 - `sync`: the engine's log-probs of a fixed text against the policy's
-  (`rmlib.training.colocate.sync_report`). A HARD check: the script exits 1 when any part that
-  ran did not sync (or failed), after printing the JSON;
+  (`rmlib.training.colocate.sync_report`), passing within `--sync-factor` x the engine's gap of
+  the unchanged adapter, measured first on this machine in this dtype (`engine_gap`: bf16 on a
+  GPU is far from CPU fp32's 1e-6), while the policy moved beyond it. A HARD check;
 - `engine`: vLLM tokens/s of the shape at batch 1, 64 and 256 (sampled, the completion cap);
 - `grpo_hf` (only with `--hf`): the same GRPO steps with generation by transformers on the NF4
   base (slow at these sizes: minutes);
@@ -42,18 +44,28 @@ engine dies with it), in this order:
 
 `--trainer-only` runs the `trainer` part alone: what a GPU machine without vLLM can measure.
 
+What counts (`Meter`, and `rates` in the JSON): the trainer parts count the prompt + completion
+tokens of the micro-batches they train (every completion generated is trained), and time
+generation, the weight sync and the rest of each optimizer step apart (they add up to the steps'
+wall time: `split_unaccounted_s`). A part passes only with finite losses, a non-zero gradient on
+the adapter at every optimizer step and the steps asked completed (`Meter.problems`); else it is
+"failed" with why, and its figures stay in the JSON. Each part runs under its timeout
+(`--part-timeout`, `--timeout-for PART=SECONDS`), killed with its engine past it and reported
+"timed_out"; `--output` is rewritten (atomically) after each part.
+
 A lent GPU machine is bare (no network; its torch may not be ours; vLLM may be missing). Every
 part first checks the modules it imports (NEEDS) and, where any is missing, is reported
 `{"status": "unrun", "why": "not importable here: trl, datasets ..."}`; `tools/gpu_carry.py`
 builds the bundle of wheels such a machine lacks. Exit codes: 0 every part that ran passed;
-1 one failed or did not sync; 2 no CUDA without --tiny; 3 no part ran (nothing was checked),
-or the check itself lacks a module. `versions` records what ran and `drift` where it differs
-from constraints.txt. `--gpu-constants FILE` (rmlib/workbook/plan/constants.py) reads
-`train_tokens_per_s` and `peak_reserved_gib` (the NF4 trainer's: the `trainer` part's, else
-model 1's), `generated_tokens_per_s` (only with --hf), `vllm.grpo_colocate` (model 1) and
-`vllm.engine`; what a run did not measure stays assumed, and the dry run names it.
+1 one failed, timed out or did not sync, or (without --trainer-only) the sync never ran; 2 no
+CUDA without --tiny; 3 no part ran (nothing was checked), or the check itself lacks a module.
+`versions` records what ran and `drift` where it differs from constraints.txt. `--gpu-constants
+FILE` (rmlib/workbook/plan/constants.py) reads `train_tokens_per_s` and `peak_reserved_gib` (the
+NF4 trainer's: the `trainer` part's, else model 1's), `generated_tokens_per_s` (only with --hf),
+`vllm.grpo_colocate` (model 1: its generation rate and `sync_s_per_sync`) and `vllm.engine`, of
+parts that passed; what a run did not measure stays assumed, and the dry run names it.
 
-    python benchmarks/gpu_check.py --output gpu.json   # GPU: Qwen3-4B shape (~5 min; ~8 GB disk)
+    python benchmarks/gpu_check.py --output gpu.json   # GPU: Qwen3-4B shape (~8 GB disk)
     python benchmarks/gpu_check.py --tiny              # CPU: the same code at tiny sizes
     python benchmarks/gpu_check.py --trainer-only --output gpu.json   # GPU without vLLM
 """
@@ -587,6 +599,8 @@ def grpo_part(args: argparse.Namespace, ckpt: Path, use_vllm: bool, seed: int = 
         # read before the sync check loads a full bf16 reference model the trainer never holds
         peak = _peaks()
         used = _device_used_gib()
+        measured = meter.report()  # before the sync check's own sync, which is not training's
+        problems = meter.problems(args.steps, trainer.state.global_step)
         sync = (
             colocate.sync_report(trainer, probe, policy_before, floor=floor, factor=factor)
             if use_vllm
@@ -594,7 +608,6 @@ def grpo_part(args: argparse.Namespace, ckpt: Path, use_vllm: bool, seed: int = 
         )
         if sync is not None:
             sync["floor_s"] = round(floor_s or 0.0, 1)
-        problems = meter.problems(args.steps, trainer.state.global_step)
         trl_seen = int(trainer.state.num_input_tokens_seen)
         bf16 = bool(trainer.args.bf16)
     return {
@@ -616,7 +629,7 @@ def grpo_part(args: argparse.Namespace, ckpt: Path, use_vllm: bool, seed: int = 
         "peak_reserved_gib": peak[1],
         "device_used_gib": used,
         **(memory_split(peak[1], settings.vllm_gpu_memory_utilization) if use_vllm else {}),
-        **meter.report(),
+        **measured,
         "trl_num_input_tokens_seen": trl_seen,
         "total_s": round(total, 3),
         "step_s": round(meter.step_s / max(trainer.state.global_step, 1), 3),
