@@ -183,7 +183,9 @@ RUN_SH = """#!/usr/bin/env bash
 set -euo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
 python="${{PYTHON:-python3}}"
-site="${{GPU_CARRY_SITE:-/tmp/gpu_carry_site}}"
+# a folder named site-packages: dill (datasets' fingerprints) pickles modules found outside one
+# by value, and fails ("Can't pickle <class 'MonthDayNano'>")
+site="${{GPU_CARRY_SITE:-/tmp/gpu_carry/site-packages}}"
 have="$("$python" -c 'import sys; print("%d.%d" % sys.version_info[:2])')"
 if [ "$have" != "{python}" ]; then
   echo "gpu_carry: this bundle is for Python {python}; $python is $have" \
