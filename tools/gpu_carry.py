@@ -18,6 +18,12 @@ machine's own: hundreds of MB, and tied to its driver); vLLM neither (its CUDA w
 bitsandbytes is carried with the kernel library of the machine's CUDA only (its wheel holds one
 for every CUDA from 11.8 to 13.2: 43 MB, of which one is 2-9 MB).
 
+`--out DIR` (default carry/, git-ignored: the device tool carries it when named in its `carry`
+argument) replaces only a bundle this tool made (its MARKER file inside); a file, a non-empty
+folder without the marker, or a folder holding this checkout is refused in one line. `--cuda` is
+torch.version.cuda (13.0; 13 is read as 13.0); a CUDA the bitsandbytes wheel has no kernel for is
+refused in one line. tools/gpu_once.sh is the prepared call that installs and runs the bundle.
+
 Why our own script: pip can fetch wheels for another Python (`pip download --python-version`),
 but not decide what a machine lacks, trim a wheel to one CUDA, or hold a size budget.
 Nothing here runs at test time with the network: tests pass a fake downloader.
