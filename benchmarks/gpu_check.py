@@ -81,6 +81,7 @@ import signal
 import sys
 import tempfile
 import time
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -988,7 +989,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
 
 
 def summary(
-    args: argparse.Namespace, parts: dict[str, dict[str, Any]], pending: list[str] = ()
+    args: argparse.Namespace, parts: dict[str, dict[str, Any]], pending: Sequence[str] = ()
 ) -> dict[str, Any]:
     """The check's JSON from the parts run so far (`pending`: those still to run)."""
     import torch
