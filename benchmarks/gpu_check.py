@@ -1,6 +1,6 @@
 """GPU check of the users' real job: QLoRA GRPO beside a colocated vLLM engine, at the quick
-profile's sizes, on a Qwen3-4B-shaped model; one prepared script, about 5 minutes on an H200
-(estimated, not yet timed on one).
+profile's sizes, on a Qwen3-4B-shaped model; one prepared script (never timed on a GPU yet;
+tools/gpu_once.sh is the bounded call that runs its trainer part on a lent machine).
 
 Builds a model of Qwen3-4B's exact shape (`rmlib.generation.models.qwen3_4b_config`) with random
 weights, offline: initialised in bf16 on the device, saved as a plain checkpoint in a temporary
@@ -17,22 +17,24 @@ engine dies with it), in this order:
 
 - `trainer`: the production trainer alone, no vLLM (`build_trainer`, precision nf4, use_vllm
   off) with generation replaced by completions at the length cap (random tokens, never an end
-  token: what random weights give anyway). `--steps` optimizer steps of one micro-batch; it
-  reports the trainer's own peak (`peak_reserved_gib`: no engine in the process), tokens/s,
-  and `fits_24gb` (that peak beside the profile's engine share of a 22.5 GiB card);
+  token: what random weights give anyway). `--steps` optimizer steps, each training its whole
+  generation batch (production's accumulation); it reports the trainer's own peak
+  (`peak_reserved_gib`: no engine in the process), tokens/s, and `fits_24gb` (that peak beside
+  the profile's engine share of a 22.5 GiB card);
 - `grpo_model_1`, `grpo_model_2`: two models trained in sequence, as notebook 03 trains rft and
   unified (each in its own process): the production trainer (`build_trainer`, precision nf4:
   the NF4 base reloaded through `load_backbone`) with TRL's colocated vLLM engine serving the
   unquantized base and the policy as a LoRA adapter (`rmlib.training.colocate`). One generation
-  round of the profile's generation batch, then `--steps` optimizer steps of one micro-batch
-  each. Each reports `engine_started`, the build time (`build_s`: NF4 load + engine start),
+  round of the profile's generation batch per optimizer step (`--steps`), every completion
+  trained. Each reports `engine_started`, the build time (`build_s`: NF4 load + engine start),
   torch's peak over training (`peak_reserved_gib`, read before the sync check below loads its
   reference model; the engine's weights and KV cache included: on an H200 the engine's share
   is of 141 GB), the engine's budget (share x this card) and the trainer's rest
   (`trainer_peak_reserved_gib_est`, an estimate), the card's use (`device_used_gib`), tokens/s;
 - `sync`: the engine's log-probs of a fixed text against the policy's
-  (`rmlib.training.colocate.sync_report`). A HARD check: the script exits 1 when any part that
-  ran did not sync (or failed), after printing the JSON;
+  (`rmlib.training.colocate.sync_report`), passing within `--sync-factor` x the engine's gap of
+  the unchanged adapter, measured first on this machine in this dtype (`engine_gap`: bf16 on a
+  GPU is far from CPU fp32's 1e-6), while the policy moved beyond it. A HARD check;
 - `engine`: vLLM tokens/s of the shape at batch 1, 64 and 256 (sampled, the completion cap);
 - `grpo_hf` (only with `--hf`): the same GRPO steps with generation by transformers on the NF4
   base (slow at these sizes: minutes);
@@ -42,18 +44,28 @@ engine dies with it), in this order:
 
 `--trainer-only` runs the `trainer` part alone: what a GPU machine without vLLM can measure.
 
+What counts (`Meter`, and `rates` in the JSON): the trainer parts count the prompt + completion
+tokens of the micro-batches they train (every completion generated is trained), and time
+generation, the weight sync and the rest of each optimizer step apart (they add up to the steps'
+wall time: `split_unaccounted_s`). A part passes only with finite losses, a non-zero gradient on
+the adapter at every optimizer step and the steps asked completed (`Meter.problems`); else it is
+"failed" with why, and its figures stay in the JSON. Each part runs under its timeout
+(`--part-timeout`, `--timeout-for PART=SECONDS`), killed with its engine past it and reported
+"timed_out"; `--output` is rewritten (atomically) after each part.
+
 A lent GPU machine is bare (no network; its torch may not be ours; vLLM may be missing). Every
 part first checks the modules it imports (NEEDS) and, where any is missing, is reported
 `{"status": "unrun", "why": "not importable here: trl, datasets ..."}`; `tools/gpu_carry.py`
 builds the bundle of wheels such a machine lacks. Exit codes: 0 every part that ran passed;
-1 one failed or did not sync; 2 no CUDA without --tiny; 3 no part ran (nothing was checked),
-or the check itself lacks a module. `versions` records what ran and `drift` where it differs
-from constraints.txt. `--gpu-constants FILE` (rmlib/workbook/plan/constants.py) reads
-`train_tokens_per_s` and `peak_reserved_gib` (the NF4 trainer's: the `trainer` part's, else
-model 1's), `generated_tokens_per_s` (only with --hf), `vllm.grpo_colocate` (model 1) and
-`vllm.engine`; what a run did not measure stays assumed, and the dry run names it.
+1 one failed, timed out or did not sync, or (without --trainer-only) the sync never ran; 2 no
+CUDA without --tiny; 3 no part ran (nothing was checked), or the check itself lacks a module.
+`versions` records what ran and `drift` where it differs from constraints.txt. `--gpu-constants
+FILE` (rmlib/workbook/plan/constants.py) reads `train_tokens_per_s` and `peak_reserved_gib` (the
+NF4 trainer's: the `trainer` part's, else model 1's), `generated_tokens_per_s` (only with --hf),
+`vllm.grpo_colocate` (model 1: its generation rate and `sync_s_per_sync`) and `vllm.engine`, of
+parts that passed; what a run did not measure stays assumed, and the dry run names it.
 
-    python benchmarks/gpu_check.py --output gpu.json   # GPU: Qwen3-4B shape (~5 min; ~8 GB disk)
+    python benchmarks/gpu_check.py --output gpu.json   # GPU: Qwen3-4B shape (~8 GB disk)
     python benchmarks/gpu_check.py --tiny              # CPU: the same code at tiny sizes
     python benchmarks/gpu_check.py --trainer-only --output gpu.json   # GPU without vLLM
 """
@@ -63,10 +75,13 @@ from __future__ import annotations
 import argparse
 import contextlib
 import json
+import math
 import os
+import signal
 import sys
 import tempfile
 import time
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -94,7 +109,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--tiny", action="store_true", help="tiny Qwen3 shape, tiny sizes, CPU ok")
     p.add_argument("--profile", default=PROFILE, help="the profile whose GRPO sizes are checked")
-    p.add_argument("--steps", type=int, default=2, help="GRPO optimizer steps (one micro-batch)")
+    p.add_argument(
+        "--steps", type=int, default=2, help="GRPO optimizer steps (one generation batch each)"
+    )
     p.add_argument("--prompt-tokens", type=int, default=None, help="default: reflection budget")
     p.add_argument("--completion-tokens", type=int, default=None, help="default: profile's cap")
     p.add_argument("--group", type=int, default=None, help="default: profile's num_generations")
@@ -110,11 +127,40 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     )
     p.add_argument("--engine-batches", default="1,64,256", help="vLLM engine batch sizes")
     p.add_argument("--learning-rate", type=float, default=1e-2, help="GRPO steps' LoRA lr")
+    p.add_argument(
+        "--part-timeout",
+        type=float,
+        default=PART_TIMEOUT_S,
+        help=f"seconds each part may run, then it is killed and reported timed out (default "
+        f"{PART_TIMEOUT_S:g}: the four parts and the checkpoint fit a 15-minute device budget)",
+    )
+    p.add_argument(
+        "--timeout-for",
+        action="append",
+        default=[],
+        metavar="PART=SECONDS",
+        help="one part's own timeout, e.g. engine=60 (repeatable)",
+    )
+    p.add_argument(
+        "--sync-factor",
+        type=float,
+        default=None,
+        help="sync passes within this many times the engine's measured gap of an unchanged "
+        "adapter (default: rmlib.training.colocate.SYNC_FLOOR_FACTOR)",
+    )
+    p.add_argument("--engine-dtype", default=None, help=argparse.SUPPRESS)  # CPU: bf16 floor
     p.add_argument("--part", default=None, help=argparse.SUPPRESS)  # internal: one part
     p.add_argument("--checkpoint", default=None, help=argparse.SUPPRESS)  # internal
     args = p.parse_args(argv)
     if args.trainer_only and args.hf:
         p.error("--trainer-only runs the trainer part alone: drop --hf")
+    if args.steps < 1:
+        raise SystemExit(f"gpu_check: --steps {args.steps}: give 1 or more optimizer steps")
+    if not (args.part_timeout > 0 and math.isfinite(args.part_timeout)):
+        raise SystemExit(f"gpu_check: --part-timeout {args.part_timeout}: give seconds > 0")
+    args.timeouts = part_timeouts(args.timeout_for, args.part_timeout)
+    if args.output and not args.part:
+        args.output = checked_output(args.output)
     sizes = TINY if args.tiny else profile_sizes(args.profile)
     for name, value in sizes.items():
         if getattr(args, name, None) is None:
@@ -122,12 +168,68 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     return args
 
 
-def profile_sizes(profile: str) -> dict[str, Any]:
-    """The GRPO sizes of a profile, as 03 trains them (see the module doc)."""
+PART_TIMEOUT_S = 180.0
+
+
+def part_timeouts(given: list[str], default: float) -> dict[str, float]:
+    """Each part's timeout: `default`, or its own from `--timeout-for PART=SECONDS`."""
+    out = dict.fromkeys([*PARTS, "grpo_hf"], default)
+    for item in given:
+        name, _, value = item.partition("=")
+        try:
+            seconds = float(value)
+        except ValueError:
+            seconds = float("nan")
+        if name not in out or not (seconds > 0 and math.isfinite(seconds)):
+            raise SystemExit(
+                f"gpu_check: --timeout-for {item}: give PART=SECONDS, PART one of "
+                f"{', '.join(out)}, SECONDS > 0"
+            )
+        out[name] = seconds
+    return out
+
+
+def checked_output(output: str) -> str:
+    """--output's file, checked before any measurement: its folder exists (else one line), and
+    the file is not a folder."""
+    path = Path(output)
+    if path.is_dir():
+        raise SystemExit(f"gpu_check: --output {output}: is a folder; give a file name")
+    if not path.parent.is_dir():
+        raise SystemExit(f"gpu_check: --output {output}: no folder {path.parent}; create it first")
+    return output
+
+
+def write_json(path: str | Path, data: dict[str, Any]) -> None:
+    """Write `data` to `path` through a temporary file in its folder and a rename: a reader
+    (or a kill mid-write) sees the previous whole file or the new one, never half of one."""
+    path = Path(path)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "w") as f:
+            f.write(json.dumps(data, indent=2) + "\n")
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise
+
+
+def load_profile(profile: str) -> Any:
+    """The profile's config, or one line naming the file and what is wrong with it."""
+    from rmlib.config.errors import ConfigError
     from rmlib.run.config import load_config
 
     path = Path(profile)
-    cfg = load_config(path if path.is_absolute() or path.exists() else ROOT / path)
+    try:
+        return load_config(path if path.is_absolute() or path.exists() else ROOT / path)
+    except ConfigError as e:
+        raise SystemExit(f"gpu_check: --profile {profile}: {e}") from None
+
+
+def profile_sizes(profile: str) -> dict[str, Any]:
+    """The GRPO sizes of a profile, as 03 trains them (see the module doc)."""
+    cfg = load_profile(profile)
     g = cfg.grpo
     return {
         "prompt_tokens": cfg.prompts.max_reflection_prompt_tokens,
@@ -142,19 +244,16 @@ def profile_sizes(profile: str) -> dict[str, Any]:
 
 
 def grpo_settings(args: argparse.Namespace, use_vllm: bool) -> Any:
-    """The profile's GRPO settings at the check's sizes; one micro-batch per optimizer step."""
+    """The profile's GRPO settings at the check's sizes, as production trains them: each
+    optimizer step accumulates the whole generation batch (generation batch / micro-batch
+    micro-batches), so every completion generated is trained once."""
     import dataclasses
 
     import torch
 
     from rmlib.training.grpo_config import GRPOSettings
 
-    base = GRPOSettings()
-    if not args.tiny:
-        from rmlib.run.config import load_config
-
-        path = Path(args.profile)
-        base = load_config(path if path.is_absolute() or path.exists() else ROOT / path).grpo
+    base = GRPOSettings() if args.tiny else load_profile(args.profile).grpo
     on_cuda = torch.cuda.is_available()
     settings = dataclasses.replace(
         base,
@@ -175,10 +274,6 @@ def grpo_settings(args: argparse.Namespace, use_vllm: bool) -> Any:
         vllm_enable_sleep_mode=False,
         lora_r=args.lora_r,
     )
-    # one micro-batch per optimizer step (TRL allows it: the generation batch still feeds
-    # generation_batch / micro_batch steps); GRPOSettings' rule against it guards checkpoints
-    # inside a generation batch, and this check saves none
-    settings.gradient_accumulation_steps = 1
     return settings
 
 
@@ -239,27 +334,181 @@ def long_prompt_dataset(tokenizer: Any, prompt_tokens: int, n_prompts: int) -> t
     return Dataset.from_list(rows), length(words)
 
 
-class Timer:
-    """Times the trainer's generation calls and counts their completion tokens."""
+class Meter:
+    """What a trainer part measures and checks, hooked into the trainer's own calls: generation
+    (`_generate_single_turn`, less the weight sync inside it), the weight sync
+    (`vllm_generation.sync_weights`, timed on its own), every micro-batch trained (`compute_loss`:
+    its loss and the prompt and completion tokens its masks hold) and every optimizer step (the
+    adapter's gradient norm just before it, the step's wall time). `fault` (tests) makes the
+    loss NaN ("nan_loss") or every gradient zero ("zero_grad")."""
 
-    def __init__(self, trainer: Any) -> None:
+    def __init__(self, trainer: Any, fault: str | None = None) -> None:
         import torch
+        from transformers import TrainerCallback
 
         self.sync = torch.cuda.synchronize if torch.cuda.is_available() else (lambda: None)
-        self.seconds = 0.0
-        self.tokens = 0
-        original = trainer._generate_single_turn
+        self.generation_s = 0.0  # generation alone: the sync inside it is taken out
+        self.generated_tokens = 0
+        self.completions = 0
+        self.sync_s = 0.0
+        self.syncs = 0
+        self.training_step_s = 0.0  # TRL's training_step: generation and sync are inside it
+        self.optimizer_s = 0.0  # gradient clipping and the optimizer step
+        self.step_s = 0.0  # on_step_begin .. on_step_end, summed over the optimizer steps
+        self.losses: list[float] = []
+        self.grad_norms: list[float] = []
+        self.prompt_tokens_trained = 0
+        self.completion_tokens_trained = 0
+        self.completions_trained = 0
+        self._last = 0.0
+        self._step_start = 0.0
+        meter = self
 
-        def timed(*args: Any, **kwargs: Any) -> Any:
-            self.sync()
-            start = time.perf_counter()
-            out = original(*args, **kwargs)
-            self.sync()
-            self.seconds += time.perf_counter() - start
-            self.tokens += sum(len(ids) for ids in out[0])
+        def clock() -> float:
+            meter.sync()
+            return time.perf_counter()
+
+        generate = trainer._generate_single_turn
+
+        def timed_generate(*args: Any, **kwargs: Any) -> Any:
+            sync_before, start = self.sync_s, clock()
+            out = generate(*args, **kwargs)
+            self.generation_s += clock() - start - (self.sync_s - sync_before)
+            self.generated_tokens += sum(len(ids) for ids in out[0])
+            self.completions += len(out[0])
             return out
 
-        trainer._generate_single_turn = timed
+        trainer._generate_single_turn = timed_generate
+        engine = getattr(trainer, "vllm_generation", None)
+        if engine is not None:
+            sync_weights = engine.sync_weights
+
+            def timed_sync() -> None:
+                start = clock()
+                sync_weights()
+                self.sync_s += clock() - start
+                self.syncs += 1
+
+            engine.sync_weights = timed_sync
+
+        training_step = trainer.training_step
+
+        def timed_training_step(*args: Any, **kwargs: Any) -> Any:
+            start = clock()
+            out = training_step(*args, **kwargs)
+            self._last = clock()
+            self.training_step_s += self._last - start
+            return out
+
+        trainer.training_step = timed_training_step
+        compute_loss = trainer.compute_loss
+
+        def counted_loss(model: Any, inputs: dict, *args: Any, **kwargs: Any) -> Any:
+            loss = compute_loss(model, inputs, *args, **kwargs)
+            if fault == "nan_loss":
+                loss = loss * float("nan")
+            elif fault == "zero_grad":
+                loss = loss * 0.0
+            self.losses.append(float(loss.detach()))
+            self.prompt_tokens_trained += int(inputs["prompt_mask"].sum())
+            self.completion_tokens_trained += int(inputs["completion_mask"].sum())
+            self.completions_trained += int(inputs["completion_mask"].shape[0])
+            return loss
+
+        trainer.compute_loss = counted_loss
+
+        class Hooks(TrainerCallback):
+            def on_step_begin(self, *args: Any, **kwargs: Any) -> None:
+                meter._step_start = clock()
+
+            def on_pre_optimizer_step(self, *args: Any, **kwargs: Any) -> None:
+                meter.grad_norms.append(adapter_grad_norm(trainer.model))
+
+            def on_optimizer_step(self, *args: Any, **kwargs: Any) -> None:
+                meter.optimizer_s += clock() - meter._last
+
+            def on_step_end(self, *args: Any, **kwargs: Any) -> None:
+                meter.step_s += clock() - meter._step_start
+
+        trainer.add_callback(Hooks())
+
+    def report(self) -> dict[str, Any]:
+        """The part's counts, times and rates; each rate says which tokens it counts."""
+        train_s = self.training_step_s - self.generation_s - self.sync_s + self.optimizer_s
+        trained = self.prompt_tokens_trained + self.completion_tokens_trained
+        split = self.generation_s + self.sync_s + train_s
+        return {
+            "completions_generated": self.completions,
+            "completions_trained": self.completions_trained,
+            "generated_tokens": self.generated_tokens,
+            "train_prompt_tokens": self.prompt_tokens_trained,
+            "train_completion_tokens": self.completion_tokens_trained,
+            "train_tokens": trained,
+            "generation_s": round(self.generation_s, 3),
+            "sync_s": round(self.sync_s, 3),
+            "syncs": self.syncs,
+            "sync_s_per_sync": round(self.sync_s / self.syncs, 3) if self.syncs else None,
+            "train_s": round(train_s, 3),
+            "steps_s": round(self.step_s, 3),
+            # what the three parts leave of the steps' wall time (scheduler, zero_grad, hooks)
+            "split_unaccounted_s": round(self.step_s - split, 3),
+            "generated_tokens_per_s": round(
+                self.generated_tokens / max(self.generation_s, 1e-9), 2
+            ),
+            "train_tokens_per_s": round(trained / max(train_s, 1e-9), 2),
+            "rates": RATES,
+            "losses": [round(x, 6) if math.isfinite(x) else str(x) for x in self.losses],
+            "adapter_grad_norms": [
+                round(x, 6) if math.isfinite(x) else str(x) for x in self.grad_norms
+            ],
+        }
+
+    def problems(self, steps: int, global_step: int) -> list[str]:
+        """Why the part did not pass: a non-finite loss, an optimizer step whose adapter
+        gradient was zero or not finite, fewer (or more) steps than asked, a completion
+        generated and not trained."""
+        out = []
+        bad = [i for i, x in enumerate(self.losses) if not math.isfinite(x)]
+        if bad:
+            out.append(f"loss not finite in micro-batch(es) {bad[:5]} of {len(self.losses)}")
+        if not self.losses:
+            out.append("no micro-batch was trained")
+        for i, norm in enumerate(self.grad_norms, 1):
+            if not (math.isfinite(norm) and norm > 0):
+                out.append(f"step {i}: the adapter's gradient norm is {norm}")
+        if global_step != steps or len(self.grad_norms) != steps:
+            out.append(
+                f"{global_step} optimizer steps completed ({len(self.grad_norms)} measured) "
+                f"of the {steps} asked"
+            )
+        if self.completions_trained != self.completions:
+            out.append(
+                f"{self.completions} completions generated, {self.completions_trained} trained"
+            )
+        return out
+
+
+# what each rate counts, in the JSON beside the rates
+RATES = {
+    "train_tokens_per_s": "prompt + completion tokens of every completion trained (each "
+    "micro-batch's prompt_mask + completion_mask), per second of train_s: the optimizer steps' "
+    "time outside generation and weight sync (old/reference log-prob forwards, policy forward "
+    "and backward, optimizer step)",
+    "generated_tokens_per_s": "completion tokens generated, per second of generation_s "
+    "(the weight sync excluded)",
+    "sync_s_per_sync": "seconds of one weight sync (policy adapter pushed to the engine)",
+}
+
+
+def adapter_grad_norm(model: Any) -> float:
+    """The L2 norm of the gradients on the LoRA adapter's parameters (0.0 when none has one)."""
+    import torch
+
+    total = torch.zeros((), dtype=torch.float64)
+    for name, param in model.named_parameters():
+        if "lora_" in name and param.requires_grad and param.grad is not None:
+            total += param.grad.detach().double().pow(2).sum().cpu()
+    return float(total.sqrt())
 
 
 def length_reward(completions: list, **kwargs: Any) -> list[float]:
@@ -315,39 +564,62 @@ def nf4_trainer(
 
 
 def grpo_part(args: argparse.Namespace, ckpt: Path, use_vllm: bool, seed: int = 0) -> dict:
-    """GRPO steps of the production trainer on the NF4 base: memory and speed (and, with the
-    colocated engine, whether the engine followed the policy)."""
+    """GRPO steps of the production trainer on the NF4 base: memory, speed and the pass rules
+    (`Meter.problems`); with the colocated engine, whether the engine followed the policy, by a
+    rule derived from the engine's gap of an unchanged adapter measured here first."""
     import torch
 
     from rmlib.training import colocate
 
     on_cuda = torch.cuda.is_available()
     settings = grpo_settings(args, use_vllm)
-    with tempfile.TemporaryDirectory(dir=args.workdir) as tmp:
+    factor = args.sync_factor or colocate.SYNC_FLOOR_FACTOR
+    with tempfile.TemporaryDirectory(dir=args.workdir) as tmp, engine_dtype(args.engine_dtype):
         trainer, prompt_len, built = nf4_trainer(args, ckpt, settings, Path(tmp), seed)
         probe = colocate.probe_ids(trainer.processing_class)
+        floor = floor_s = None
+        if use_vllm:
+            # the "exact" side of the sync rule, on this machine in this dtype: the engine's gap
+            # of the adapter as built (not trained yet); its reference model is freed before
+            # the peak is reset, so it never counts in the training peak
+            start = time.perf_counter()
+            floor = colocate.engine_gap(trainer, probe)
+            floor_s = time.perf_counter() - start
         policy_before = colocate.policy_logprobs(trainer, probe) if use_vllm else None
-        timer = Timer(trainer)
+        if on_cuda:
+            torch.cuda.synchronize()
+            torch.cuda.reset_peak_memory_stats()
+        meter = Meter(trainer, fault=fault(args.part))
         start = time.perf_counter()
         trainer.train()
         if on_cuda:
             torch.cuda.synchronize()
         total = time.perf_counter() - start
-        tokens_seen = int(trainer.state.num_input_tokens_seen)
         # the process's peak through training (a fresh process per part; the engine's weights
-        # and KV cache are torch allocations too when sleep mode is off), read before the sync
-        # check loads a full bf16 reference model the trainer never holds
+        # and KV cache are torch allocations too when sleep mode is off), and the card's use,
+        # read before the sync check loads a full bf16 reference model the trainer never holds
         peak = _peaks()
-        sync = colocate.sync_report(trainer, probe, policy_before) if use_vllm else None
-    train_seconds = max(total - timer.seconds, 1e-9)
+        used = _device_used_gib()
+        measured = meter.report()  # before the sync check's own sync, which is not training's
+        problems = meter.problems(args.steps, trainer.state.global_step)
+        sync = (
+            colocate.sync_report(trainer, probe, policy_before, floor=floor, factor=factor)
+            if use_vllm
+            else None
+        )
+        if sync is not None:
+            sync["floor_s"] = round(floor_s or 0.0, 1)
+        trl_seen = int(trainer.state.num_input_tokens_seen)
+        bf16 = bool(trainer.args.bf16)
     return {
-        "status": "ran",
+        "status": "failed" if problems else "ran",
+        **({"why": "; ".join(problems)} if problems else {}),
         "precision": "nf4 + LoRA" + (" (vLLM colocate: unquantized base + adapter)" * use_vllm),
         "engine_started": use_vllm,
         "build_s": round(built, 1),
         "sync": sync,
         "settings": {
-            **settings_report(args, settings, prompt_len, bool(trainer.args.bf16), seed),
+            **settings_report(args, settings, prompt_len, bf16, seed),
             "grad_accum": settings.gradient_accumulation_steps,
             "use_vllm": use_vllm,
             "vllm_gpu_memory_utilization": settings.vllm_gpu_memory_utilization
@@ -356,18 +628,31 @@ def grpo_part(args: argparse.Namespace, ckpt: Path, use_vllm: bool, seed: int = 
         },
         "peak_allocated_gib": peak[0],
         "peak_reserved_gib": peak[1],
-        "device_used_gib": _device_used_gib(),
+        "device_used_gib": used,
         **(memory_split(peak[1], settings.vllm_gpu_memory_utilization) if use_vllm else {}),
-        "generated_tokens": timer.tokens,
-        "generation_s": round(timer.seconds, 3),
-        "generated_tokens_per_s": round(timer.tokens / max(timer.seconds, 1e-9), 2),
-        "train_tokens": tokens_seen,
-        "train_s": round(train_seconds, 3),
-        "train_tokens_per_s": round(tokens_seen / train_seconds, 2),
+        **measured,
+        "trl_num_input_tokens_seen": trl_seen,
         "total_s": round(total, 3),
-        "step_s": round(total / max(trainer.state.global_step, 1), 3),
+        "step_s": round(meter.step_s / max(trainer.state.global_step, 1), 3),
         "global_step": trainer.state.global_step,
     }
+
+
+@contextlib.contextmanager
+def engine_dtype(dtype: str | None) -> Any:
+    """With `dtype` (hidden --engine-dtype: CPU, to see the sync rule's floor in bf16 as a GPU
+    has it), the colocated engine runs in that dtype, and so does its reference model."""
+    if dtype is None:
+        yield
+        return
+    from rmlib.training import colocate
+
+    real = colocate.engine_dtype
+    colocate.engine_dtype = lambda precision, on_cuda=None: dtype
+    try:
+        yield
+    finally:
+        colocate.engine_dtype = real
 
 
 # a 24 GB card's usable memory (rmlib.workbook.plan's 24gb class: L4 / A10 / RTX 4090)
@@ -412,10 +697,9 @@ def _peaks() -> tuple[float | None, float | None]:
     )
 
 
-def fixed_length_generation(trainer: Any, length: int, seed: int = 0) -> Timer:
+def fixed_length_generation(trainer: Any, length: int, seed: int = 0) -> None:
     """Replace the trainer's generation by completions of exactly `length` random tokens that
-    never end (no end, pad or added token): the worst case at the cap, with no engine. Returns
-    the Timer of the calls (their time is the trainer's, not generation's)."""
+    never end (no end, pad or added token): the worst case at the cap, with no engine."""
     import torch
 
     from rmlib.training.grpo_trainer import eos_ids
@@ -430,39 +714,50 @@ def fixed_length_generation(trainer: Any, length: int, seed: int = 0) -> Timer:
         return allowed[picks].tolist(), None  # no sampler log-probs: TRL's own path without vLLM
 
     trainer._generate_single_turn = generate
-    return Timer(trainer)
 
 
 def trainer_part(args: argparse.Namespace, ckpt: Path, seed: int = 0) -> dict[str, Any]:
     """The NF4 trainer alone (no vLLM): its own peak memory and tokens/s at the profile's
-    shapes, generation replaced by completions at the cap (`fixed_length_generation`)."""
+    shapes, generation replaced by completions at the cap (`fixed_length_generation`); passes
+    only by `Meter.problems`."""
+    import torch
+
     settings = grpo_settings(args, use_vllm=False)
     with tempfile.TemporaryDirectory(dir=args.workdir) as tmp:
         trainer, prompt_len, built = nf4_trainer(args, ckpt, settings, Path(tmp), seed)
-        timer = fixed_length_generation(trainer, args.completion_tokens, seed)
+        fixed_length_generation(trainer, args.completion_tokens, seed)
+        meter = Meter(trainer, fault=fault(args.part))
         start = time.perf_counter()
         trainer.train()
-        peak = _peaks()
+        if torch.cuda.is_available():
+            torch.cuda.synchronize()
         total = time.perf_counter() - start
-        tokens_seen = int(trainer.state.num_input_tokens_seen)
+        peak = _peaks()
+        used = _device_used_gib()
         steps = trainer.state.global_step
+        problems = meter.problems(args.steps, steps)
+        trl_seen = int(trainer.state.num_input_tokens_seen)
         bf16 = bool(trainer.args.bf16)
     share = args.vllm_share
     return {
-        "status": "ran",
+        "status": "failed" if problems else "ran",
+        **({"why": "; ".join(problems)} if problems else {}),
         "precision": "nf4 + LoRA, no engine (completions at the cap)",
         "build_s": round(built, 1),
-        "settings": settings_report(args, settings, prompt_len, bf16, seed),
+        "settings": {
+            **settings_report(args, settings, prompt_len, bf16, seed),
+            "grad_accum": settings.gradient_accumulation_steps,
+        },
         "peak_allocated_gib": peak[0],
         "peak_reserved_gib": peak[1],
-        "device_used_gib": _device_used_gib(),
+        "device_used_gib": used,
         # beside the profile's engine share of a 24 GB card, as 03 colocates them
         "fits_24gb": None if peak[1] is None else fits_24gb(peak[1], share),
-        "generated_tokens": timer.tokens,
-        "train_tokens": tokens_seen,
-        "train_s": round(total, 3),
-        "train_tokens_per_s": round(tokens_seen / max(total, 1e-9), 2),
-        "step_s": round(total / max(steps, 1), 3),
+        # generation here is the random completions' (no engine): not a generation rate
+        **{k: v for k, v in meter.report().items() if k != "generated_tokens_per_s"},
+        "trl_num_input_tokens_seen": trl_seen,
+        "total_s": round(total, 3),
+        "step_s": round(meter.step_s / max(steps, 1), 3),
         "global_step": steps,
     }
 
@@ -570,7 +865,19 @@ TRAINING_MODULES = ("rmlib.training.grpo_trainer", "rmlib.training.colocate", "r
 # a comma-separated list of modules the parts must treat as not installed (tests: vLLM missing);
 # a part's process makes them unimportable (`hide`), so the part runs as it would without them
 HIDE_ENV = "GPU_CHECK_HIDE"
+# tests: a fault to put in a part, PART:KIND[,PART:KIND]: nan_loss, zero_grad (`Meter`) or hang
+# (the part never returns: its timeout must end it)
+FAULT_ENV = "GPU_CHECK_FAULT"
 CARRY_HINT = "tools/gpu_carry.py builds the wheels to carry"
+
+
+def fault(part: str | None) -> str | None:
+    """The fault FAULT_ENV asks for in `part` (tests), else None."""
+    for item in os.environ.get(FAULT_ENV, "").split(","):
+        name, _, kind = item.partition(":")
+        if part and name == part:
+            return kind
+    return None
 
 
 def hidden() -> list[str]:
@@ -666,41 +973,63 @@ def drift(ran: dict[str, str | None], constraints: Path | None = None) -> dict:
 
 
 def run(args: argparse.Namespace) -> dict[str, Any]:
+    """Every part asked for, each in its own process under its timeout; the JSON (`summary`) is
+    rewritten to --output after each part, so a part that hangs or a kill keeps the others'."""
+    names = ["trainer"] if args.trainer_only else [*PARTS, *(["grpo_hf"] if args.hf else [])]
+    parts: dict[str, dict[str, Any]] = {}
+    if args.output:
+        write_json(args.output, summary(args, parts, pending=names))
+    with tempfile.TemporaryDirectory(dir=args.workdir) as tmp:
+        ckpt = build_random_checkpoint(Path(tmp) / "model", args.tiny)
+        for i, name in enumerate(names):
+            parts[name] = _part_in_subprocess(args, name, ckpt)
+            if args.output:
+                write_json(args.output, summary(args, parts, pending=names[i + 1 :]))
+    return summary(args, parts)
+
+
+def summary(
+    args: argparse.Namespace, parts: dict[str, dict[str, Any]], pending: Sequence[str] = ()
+) -> dict[str, Any]:
+    """The check's JSON from the parts run so far (`pending`: those still to run)."""
     import torch
 
     from rmlib.workbook.device import toolchain
 
     on_cuda = torch.cuda.is_available()
-    names = ["trainer"] if args.trainer_only else [*PARTS, *(["grpo_hf"] if args.hf else [])]
-    with tempfile.TemporaryDirectory(dir=args.workdir) as tmp:
-        ckpt = build_random_checkpoint(Path(tmp) / "model", args.tiny)
-        parts = {name: _part_in_subprocess(args, name, ckpt) for name in names}
+    waiting = {name: {"status": "pending"} for name in pending if name not in parts}
+    parts = {**parts, **waiting}
     trainer = parts.get("trainer", {})
     first = parts.get("grpo_model_1", {})
     # the NF4 trainer's figures: the trainer part's own (no engine in its process), else model
     # 1's (its peak includes the engine: the trainer's rest is an estimate)
     alone = trainer.get("status") == "ran"
-    own = trainer if alone else first
+    own = trainer if alone else first if first.get("status") == "ran" else {}
     hf = parts.get("grpo_hf", {})
     ran = versions()
     out: dict[str, Any] = {
         "check": "gpu_check"
         + (" --trainer-only" if args.trainer_only else "")
         + (" --tiny" if args.tiny else ""),
+        "complete": not pending,
         "device": torch.cuda.get_device_name(0) if on_cuda else "cpu",
         "model": "Qwen3 tiny shape" if args.tiny else "Qwen3-4B shape, random weights",
         "parts": {name: part.get("status") for name, part in parts.items()},
         "settings": own.get("settings"),
-        "peak_source": "trainer" if alone else "grpo_model_1" if first else None,
+        "peak_source": "trainer" if alone else "grpo_model_1" if own else None,
         "peak_allocated_gib": own.get("peak_allocated_gib"),
         # what --gpu-constants shows as the NF4 trainer's peak
         "peak_reserved_gib": own.get("peak_reserved_gib")
         if alone
-        else first.get("trainer_peak_reserved_gib_est"),
+        else own.get("trainer_peak_reserved_gib_est"),
         "train_tokens_per_s": own.get("train_tokens_per_s"),
+        "rates": RATES,
         # transformers generation: only grpo_hf (--hf) measures it
-        "generated_tokens_per_s": hf.get("generated_tokens_per_s"),
+        "generated_tokens_per_s": hf.get("generated_tokens_per_s")
+        if hf.get("status") == "ran"
+        else None,
         "fits_24gb": own.get("fits_24gb") if on_cuda else None,
+        "timeouts_s": {name: args.timeouts[name] for name in parts},
         "trainer": trainer or unrun("not asked for"),
         "vllm": {
             "grpo_colocate": first or unrun("--trainer-only"),
@@ -728,26 +1057,44 @@ def all_parts(out: dict[str, Any]) -> dict[str, Any]:
 
 
 def failures(out: dict[str, Any]) -> list[str]:
-    """What fails the check: a part that ran and failed, or ran and did not sync. Unrun parts
-    (their software missing on this machine) fail nothing, but a check where none ran fails
-    (`exit_code`)."""
+    """What fails the check: a part that failed (its pass rules: `Meter.problems`) or timed
+    out, ran and did not sync, and, unless --trainer-only, a check whose sync never ran (the
+    part that proves the engine follows the policy). Parts unrun for missing software fail
+    nothing else, but a check where none ran fails (`exit_code`)."""
     bad = []
     for name, part in all_parts(out).items():
         status = part.get("status") if isinstance(part, dict) else None
-        if status == "failed":
-            bad.append(f"{name}: failed")
+        if status in ("failed", "timed_out"):
+            bad.append(f"{name}: {status.replace('_', ' ')}: {str(part.get('why', ''))[:300]}")
         elif status == "ran" and isinstance(part.get("sync"), dict) and not part["sync"]["synced"]:
-            bad.append(f"{name}: the engine did not follow the policy (sync)")
+            why = part["sync"].get("why", "")
+            bad.append(
+                f"{name}: the engine did not follow the policy (sync){': ' * bool(why)}{why}"
+            )
+    trainer_only = "--trainer-only" in str(out.get("check", ""))
+    syncs = [
+        p for p in out.get("vllm", {}).values() if isinstance(p, dict) and p.get("sync") is not None
+    ]
+    if out.get("complete", True) and not trainer_only and "vllm" in out and not syncs:
+        first = out["vllm"].get("grpo_colocate", {})
+        why = first.get("why", first.get("status")) if isinstance(first, dict) else None
+        bad.append(f"sync: never ran, so adapter sync is unproven ({why}); --trainer-only if meant")
     return bad
 
 
 def exit_code(out: dict[str, Any]) -> int:
-    """1 when a part that ran failed; 3 when no part ran (a pass that tested nothing is no
-    pass); 0 otherwise. The JSON is printed first (`main`)."""
-    if failures(out):
-        return 1
+    """3 when no part ran (a pass that tested nothing is no pass); 1 when a part failed, timed
+    out or did not sync, or the sync never ran without --trainer-only; 0 otherwise. The JSON
+    is printed first (`main`)."""
     ran = [p for p in all_parts(out).values() if isinstance(p, dict) and p.get("status") == "ran"]
-    return 0 if ran else NOTHING_RAN
+    failed = [
+        p
+        for p in all_parts(out).values()
+        if isinstance(p, dict) and p.get("status") in ("failed", "timed_out")
+    ]
+    if not ran and not failed:
+        return NOTHING_RAN
+    return 1 if failures(out) else 0
 
 
 NOTHING_RAN = 3
@@ -758,8 +1105,10 @@ def unrun(why: str) -> dict[str, Any]:
 
 
 def _part_in_subprocess(args: argparse.Namespace, name: str, ckpt: Path) -> dict[str, Any]:
-    """One part in a fresh process: its memory peak is its own, its engine dies with it. A
-    part whose process fails is reported {"status": "failed", "why": its last output}."""
+    """One part in a fresh process (and session): its memory peak is its own, its engine dies
+    with it. A part whose process fails is reported {"status": "failed", "why": its last
+    output}; one past its timeout is killed with every process it started and reported
+    {"status": "timed_out"}."""
     import subprocess
 
     argv = [sys.executable, __file__, "--part", name, "--checkpoint", str(ckpt)]
@@ -770,16 +1119,40 @@ def _part_in_subprocess(args: argparse.Namespace, name: str, ckpt: Path) -> dict
     argv += ["--engine-batches", args.engine_batches, "--learning-rate", str(args.learning_rate)]
     argv += ["--tiny"] if args.tiny else []
     argv += ["--workdir", args.workdir] if args.workdir else []
+    argv += ["--sync-factor", str(args.sync_factor)] if args.sync_factor else []
+    argv += ["--engine-dtype", args.engine_dtype] if args.engine_dtype else []
     result = ckpt.parent / f"{name}.json"
     argv += ["--output", str(result)]
-    done = subprocess.run(argv, capture_output=True, text=True)
-    if done.returncode != 0 or not result.is_file():
-        tail = (done.stdout[-1000:] + done.stderr[-3000:]).strip()
-        return {"status": "failed", "why": f"exit {done.returncode}: {tail}"}
-    return json.loads(result.read_text())
+    timeout = args.timeouts[name]
+    start = time.perf_counter()
+    proc = subprocess.Popen(
+        argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True
+    )
+    try:
+        stdout, stderr = proc.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(proc.pid, signal.SIGKILL)  # the part's engine and workers too
+        stdout, stderr = proc.communicate()
+        tail = (stdout[-500:] + stderr[-1500:]).strip()
+        return {
+            "status": "timed_out",
+            "why": f"past its {timeout:g} s timeout (--part-timeout / --timeout-for)",
+            "seconds": round(time.perf_counter() - start, 1),
+            "tail": tail,
+        }
+    if proc.returncode != 0 or not result.is_file():
+        tail = (stdout[-1000:] + stderr[-3000:]).strip()
+        return {"status": "failed", "why": f"exit {proc.returncode}: {tail}"}
+    out = json.loads(result.read_text())
+    out["part_wall_s"] = round(time.perf_counter() - start, 1)
+    return out
 
 
 def _run_part(args: argparse.Namespace) -> dict[str, Any]:
+    if fault(args.part) == "hang":
+        while True:
+            time.sleep(60)
     hide()
     why = missing(args.part)
     if why:
@@ -812,10 +1185,9 @@ def main(argv: list[str] | None = None) -> int:
         print("gpu_check: no CUDA device; use --tiny for the CPU check", file=sys.stderr)
         return 2
     result = _run_part(args) if args.part else run(args)
-    text = json.dumps(result, indent=2)
     if args.output:
-        Path(args.output).write_text(text + "\n")
-    print(text)
+        write_json(args.output, result)
+    print(json.dumps(result, indent=2))
     if args.part:
         return 0
     for failure in result["failures"]:

@@ -111,3 +111,52 @@ def test_the_machine_must_be_described(tmp_path, capsys):
     have = tmp_path / "have.txt"
     have.write_text("torch==2.11.0+cu130\nPyYAML==6.0.2\n# a comment\npeft @ file:///x\n")
     assert tool.read_have(have) == {"torch", "pyyaml", "peft"}
+
+
+def test_out_replaces_only_a_bundle_it_made(tmp_path, monkeypatch):
+    """--out never deletes what gpu_carry did not make: a checkout (`--out .`), a non-empty
+    foreign folder and a file are refused in one line, each left as it was; its own bundle
+    (its marker inside) is replaced."""
+    tool = load_tool()
+    build = lambda out: tool.build(out, python="3.12", cuda="13.0", have={"x"}, fetch=fake_fetch)  # noqa: E731
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(SystemExit, match=r"^gpu_carry: --out \.: holds this checkout"):
+        build(Path("."))
+    with pytest.raises(SystemExit, match="holds this checkout"):
+        build(tool.ROOT)
+    foreign = tmp_path / "mine"
+    foreign.mkdir()
+    (foreign / "notes.txt").write_text("keep me")
+    with pytest.raises(SystemExit, match=r"a non-empty folder gpu_carry did not make \(no "):
+        build(foreign)
+    assert (foreign / "notes.txt").read_text() == "keep me"
+    a_file = tmp_path / "a.txt"
+    a_file.write_text("keep")
+    with pytest.raises(SystemExit, match="is a file, not a bundle folder"):
+        build(a_file)
+    assert a_file.read_text() == "keep"
+    ours = tmp_path / "bundle"
+    build(ours)
+    (ours / "stale.txt").write_text("from an old bundle")
+    build(ours)  # its own marker: replaced
+    assert (ours / tool.MARKER).is_file() and not (ours / "stale.txt").exists()
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    build(empty)  # an empty folder is taken
+    assert (empty / "run.sh").is_file()
+
+
+def test_cuda_given_as_a_major_version_keeps_its_kernel(tmp_path):
+    """--cuda 13 means 13.0 (its kernel kept); a CUDA the wheel has no kernel for, or a
+    malformed one, is refused in one line rather than a bundle with no CUDA library."""
+    tool = load_tool()
+    assert tool.cuda_version("13") == "13.0" and tool.cuda_version("12.8") == "12.8"
+    with pytest.raises(SystemExit, match=r"--cuda 13\.0\.1: give torch.version.cuda"):
+        tool.cuda_version("13.0.1")
+    out = tmp_path / "carry"
+    tool.build(out, python="3.12", cuda="13", have={"x"}, fetch=fake_fetch)
+    (wheel,) = (out / "wheels").glob("bitsandbytes*.whl")
+    with zipfile.ZipFile(wheel) as whl:
+        assert "bitsandbytes/libbitsandbytes_cuda130.so" in whl.namelist()
+    with pytest.raises(SystemExit, match=r"no kernel library for CUDA 12\.6 .*has CUDA 11\.8"):
+        tool.build(tmp_path / "c2", python="3.12", cuda="12.6", have={"x"}, fetch=fake_fetch)

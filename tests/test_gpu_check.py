@@ -7,6 +7,7 @@ where nothing ran failing."""
 from __future__ import annotations
 
 import json
+import math
 
 import pytest
 import scripts
@@ -50,15 +51,18 @@ def test_gpu_check_runs_tiny(tmp_path, capsys):
         settings = part["settings"]
         assert settings["seed"] == seed and settings["use_vllm"] and settings["micro_batch"] == 2
         assert settings["generation_batch"] == 4 and settings["completion_tokens"] == 8
+        assert settings["grad_accum"] == 2  # production: the whole generation batch trained
         assert 150 <= settings["prompt_tokens"] <= 260  # the padded judge prompt
-        assert 0 < part["generated_tokens"] <= 4 * 8  # one round: 4 completions of at most 8
-        assert part["train_tokens"] >= 4 * settings["prompt_tokens"]
+        # two rounds of 4 completions of at most 8 tokens, every one trained
+        assert part["completions_generated"] == part["completions_trained"] == 8
+        assert 0 < part["generated_tokens"] == part["train_completion_tokens"] <= 8 * 8
+        assert part["train_tokens"] >= 8 * settings["prompt_tokens"]
+        assert part["syncs"] >= 1 and part["sync_s"] > 0  # timed apart from generation
         assert part["peak_reserved_gib"] is None and part["fits_24gb"] is None  # no GPU here
-        sync = part["sync"]  # the engine followed the policy, which moved
-        assert (
-            sync["synced"]
-            and sync["policy_moved_max_abs"] > 10 * sync["engine_vs_reference_max_abs"]
-        )
+        sync = part["sync"]  # the engine followed the policy, which moved beyond the floor
+        assert sync["synced"] and sync["floor_max_abs"] is not None
+        gap = sync["engine_vs_reference_max_abs"]
+        assert gap <= sync["tolerance"] < sync["policy_moved_max_abs"]
     # the NF4 trainer's own figures come from the trainer part (no engine in its process)
     assert result["peak_source"] == "trainer"
     assert result["train_tokens_per_s"] == result["trainer"]["train_tokens_per_s"] > 0
@@ -73,36 +77,156 @@ def test_gpu_check_runs_tiny(tmp_path, capsys):
 @pytest.mark.slow
 @pytest.mark.filterwarnings("ignore::UserWarning")
 @pytest.mark.filterwarnings("ignore::FutureWarning")
-def test_without_vllm_the_trainer_part_runs_alone(tmp_path, capsys, monkeypatch):
-    """A bare machine without vLLM (made unimportable in the part processes): the vLLM parts
-    unrun with why, the NF4 trainer part runs, every completion at the cap; exit 0."""
+def test_a_part_passes_only_when_it_passed(tmp_path, capsys, monkeypatch):
+    """Without vLLM (made unimportable in the part processes): the vLLM parts unrun with why,
+    so the sync never ran and the check fails without --trainer-only. A NaN loss fails the
+    trainer part, a zero adapter gradient fails grpo_hf, and the engine part, hung, is killed at
+    its timeout and reported timed out, while the others' results stay in the JSON."""
     monkeypatch.setenv("GPU_CHECK_HIDE", "vllm")  # the part processes inherit it
-    script = load_script()
-    assert script.main(["--tiny", "--workdir", str(tmp_path)]) == 0
-    result = _printed_json(capsys)
+    monkeypatch.setenv("GPU_CHECK_FAULT", "trainer:nan_loss,grpo_hf:zero_grad,engine:hang")
+    out = tmp_path / "gpu.json"
+    argv = ["--tiny", "--hf", "--workdir", str(tmp_path), "--output", str(out)]
+    argv += ["--timeout-for", "engine=15"]
+    assert load_script().main(argv) == 1
+    result = json.loads(out.read_text())
+    assert result == _printed_json(capsys)
     assert result["parts"] == {
-        "trainer": "ran",
+        "trainer": "failed",
         "grpo_model_1": "unrun",
         "grpo_model_2": "unrun",
-        "engine": "unrun",
+        "engine": "timed_out",
+        "grpo_hf": "failed",
     }
-    assert "not importable here: vllm" in result["vllm"]["engine"]["why"]
-    trainer = result["trainer"]
-    assert trainer["global_step"] == 2 and trainer["generated_tokens"] == 4 * 8  # at the cap
-    assert trainer["precision"].startswith("nf4 + LoRA, no engine")
-    assert result["failures"] == [] and result["train_tokens_per_s"] > 0
+    assert "not importable here: vllm" in result["vllm"]["grpo_colocate"]["why"]
+    trainer, hf = result["trainer"], result["grpo_hf"]
+    assert trainer["why"].startswith("loss not finite in micro-batch(es) [0, 1, 2, 3] of 4")
+    assert trainer["global_step"] == 2 and trainer["generated_tokens"] == 8 * 8  # at the cap
+    assert "step 1: the adapter's gradient norm is 0.0" in hf["why"]
+    assert all(math.isfinite(x) for x in hf["losses"])  # a zero gradient, not a NaN
+    engine = result["vllm"]["engine"]
+    assert engine["why"] == "past its 15 s timeout (--part-timeout / --timeout-for)"
+    assert result["train_tokens_per_s"] is None  # no passing part: no figure for the plan
+    failures = "\n".join(result["failures"])
+    for line in (
+        "trainer: failed: loss not finite",
+        "grpo_hf: failed: step 1",
+        "engine: timed out",
+    ):
+        assert line in failures
+    assert "sync: never ran, so adapter sync is unproven (not importable here: vllm" in failures
 
 
 @pytest.mark.slow
 @pytest.mark.filterwarnings("ignore::UserWarning")
 @pytest.mark.filterwarnings("ignore::FutureWarning")
-def test_trainer_only_runs_one_part(tmp_path, capsys):
+def test_trainer_only_counts_what_it_trains(tmp_path, capsys):
+    """--trainer-only: the trainer part alone passes (finite losses, an adapter gradient at
+    every step, the steps asked); every completion generated is trained, the tokens counted
+    are the tokens trained, and generation + sync + training add up to the steps' time."""
     script = load_script()
     assert script.main(["--tiny", "--trainer-only", "--workdir", str(tmp_path)]) == 0
     result = _printed_json(capsys)
     assert result["check"] == "gpu_check --trainer-only --tiny"
-    assert result["parts"] == {"trainer": "ran"}
+    assert result["parts"] == {"trainer": "ran"} and result["failures"] == []
     assert result["vllm"]["engine"] == {"status": "unrun", "why": "--trainer-only"}
+    part = result["trainer"]
+    assert part["global_step"] == 2 and part["settings"]["grad_accum"] == 2
+    # 2 steps x a generation batch of 4 completions, each of 8 tokens (the cap), all trained
+    assert part["completions_generated"] == part["completions_trained"] == 8
+    assert part["generated_tokens"] == part["train_completion_tokens"] == 8 * 8
+    prompt = part["settings"]["prompt_tokens"]
+    assert part["train_prompt_tokens"] == 8 * prompt
+    assert part["train_tokens"] == 8 * (prompt + 8) == part["trl_num_input_tokens_seen"]
+    assert part["train_tokens_per_s"] == round(part["train_tokens"] / part["train_s"], 2)
+    rate = result["rates"]["train_tokens_per_s"]
+    assert "prompt + completion tokens of every completion trained" in rate
+    split = part["generation_s"] + part["sync_s"] + part["train_s"]
+    assert abs(split - part["steps_s"]) <= 0.05 * part["steps_s"]
+    assert all(math.isfinite(x) for x in part["losses"]) and len(part["losses"]) == 4
+    assert len(part["adapter_grad_norms"]) == 2 and min(part["adapter_grad_norms"]) > 0
+    assert result["train_tokens_per_s"] == part["train_tokens_per_s"] > 0
+
+
+def test_the_json_is_rewritten_after_each_part(tmp_path, monkeypatch):
+    """A part that never returns (the process killed) leaves every finished part's result in
+    --output: the file is rewritten, whole, after each part."""
+    script = load_script()
+    out = tmp_path / "gpu.json"
+    seen = []
+
+    def part(args, name, ckpt):
+        seen.append(json.loads(out.read_text())["parts"])
+        if name == "engine":
+            raise KeyboardInterrupt  # killed while the engine part runs
+        return {"status": "ran", "global_step": 2}
+
+    monkeypatch.setattr(script, "_part_in_subprocess", part)
+    monkeypatch.setattr(script, "build_random_checkpoint", lambda out, tiny: out)
+    args = script.parse_args(["--tiny", "--output", str(out), "--workdir", str(tmp_path)])
+    with pytest.raises(KeyboardInterrupt):
+        script.run(args)
+    assert seen[0] == dict.fromkeys(script.PARTS, "pending")
+    assert seen[-1] == {
+        "trainer": "ran",
+        "grpo_model_1": "ran",
+        "grpo_model_2": "ran",
+        "engine": "pending",
+    }
+    left = json.loads(out.read_text())
+    assert left["complete"] is False and left["trainer"]["global_step"] == 2
+    assert not list(tmp_path.glob(".gpu.json.*"))  # no temporary file left
+
+
+def test_bad_arguments_are_one_line_before_any_measurement(tmp_path):
+    script = load_script()
+    none, folder = tmp_path / "none.yaml", tmp_path / "no"
+    cases = {
+        ("--tiny", "--steps", "0"): "gpu_check: --steps 0: give 1 or more optimizer steps",
+        ("--profile", str(none)): f"gpu_check: --profile {none}: params file not found: {none}",
+        ("--tiny", "--output", str(folder / "gpu.json")): "gpu_check: --output "
+        f"{folder / 'gpu.json'}: no folder {folder}; create it first",
+        ("--tiny", "--output", str(tmp_path)): f"gpu_check: --output {tmp_path}: is a folder",
+        ("--tiny", "--timeout-for", "engine=0"): "gpu_check: --timeout-for engine=0: give",
+        ("--tiny", "--part-timeout", "nan"): "gpu_check: --part-timeout nan: give seconds > 0",
+    }
+    for argv, line in cases.items():
+        with pytest.raises(SystemExit) as raised:
+            script.main(list(argv))
+        assert str(raised.value).startswith(line) and "\n" not in str(raised.value)
+    assert not folder.exists()
+
+
+def test_the_sync_rule_is_derived_from_the_measured_floor(monkeypatch):
+    """The engine passes within SYNC_FLOOR_FACTOR x the gap an unchanged adapter has on this
+    machine (bf16 on a GPU: about 1e-2), not a CPU fp32 constant; a stale engine (as far from
+    the policy as the policy moved) fails, and a policy that moved within the tolerance is
+    inconclusive, not a pass."""
+    import torch
+
+    from rmlib.training import colocate
+
+    gaps = {}
+
+    class Engine:
+        def sync_weights(self):
+            pass
+
+    trainer = type("T", (), {"vllm_generation": Engine()})()
+    monkeypatch.setattr(colocate, "lora_request", lambda t: None)
+    monkeypatch.setattr(colocate, "policy_logprobs", lambda t, p: torch.tensor([-1.0, -2.0]))
+    engine = lambda t, p, r: torch.tensor([-1.0 + gaps["engine"], -2.0])  # noqa: E731
+    monkeypatch.setattr(colocate, "engine_logprobs", engine)
+    before = torch.tensor([-1.3, -2.0])  # the policy moved 0.3
+    for gap, floor, synced in ((0.05, 0.02, True), (0.3, 0.02, False), (1e-6, 1e-6, True)):
+        gaps["engine"] = gap
+        report = colocate.sync_report(trainer, ([1], [2, 3]), before, floor=floor)
+        assert report["synced"] is synced, report
+    # a bf16 floor of 0.1: the tolerance 0.3 is what the policy moved: inconclusive
+    gaps["engine"] = 0.05
+    report = colocate.sync_report(trainer, ([1], [2, 3]), before, floor=0.1)
+    assert not report["synced"] and report["why"].startswith("inconclusive: the policy moved 0.3")
+    # the CPU fp32 rule (moved > 10 x the gap) fails this healthy bf16 engine
+    assert colocate.sync_report(trainer, ([1], [2, 3]), before)["synced"] is False
 
 
 def test_a_check_where_nothing_ran_fails(tmp_path, capsys, monkeypatch):
@@ -165,8 +289,16 @@ def test_the_exit_code_fails_a_stale_sync_or_a_failed_part_only():
     failed = {"vllm": {**good["vllm"], "engine": {"status": "failed", "why": "exit 1: ..."}}}
     assert script.exit_code(failed) == 1
     assert script.exit_code({"vllm": {"grpo_colocate": unrun}}) == 3  # nothing ran: no pass
-    assert script.exit_code({"vllm": {}, "grpo_hf": {"status": "ran", "sync": None}}) == 0
-    assert script.exit_code({"trainer": {"status": "ran"}, "vllm": {"engine": unrun}}) == 0
+    # the trainer passed but the sync never ran: a failure, unless --trainer-only was asked
+    trainer_alone = {"trainer": {"status": "ran"}, "vllm": {"grpo_colocate": unrun}}
+    assert script.exit_code(trainer_alone) == 1
+    assert script.failures(trainer_alone) == [
+        "sync: never ran, so adapter sync is unproven (vllm is not importable here); "
+        "--trainer-only if meant"
+    ]
+    assert script.exit_code({**trainer_alone, "check": "gpu_check --trainer-only"}) == 0
+    timed_out = {"status": "timed_out", "why": "past its 9 s timeout"}
+    assert script.exit_code({"vllm": {**good["vllm"], "engine": timed_out}}) == 1
 
 
 def test_the_peak_is_split_into_the_engine_budget_and_the_trainer(monkeypatch):
@@ -190,7 +322,7 @@ def test_the_quick_profile_sizes_are_read():
     assert (args.micro_batch, args.generation_batch, args.completion_tokens) == (2, 64, 512)
     assert (args.prompt_tokens, args.vllm_share, args.lora_r, args.group) == (5120, 0.5, 16, 8)
     settings = script.grpo_settings(args, use_vllm=True)
-    assert settings.use_vllm and settings.gradient_accumulation_steps == 1
+    assert settings.use_vllm and settings.gradient_accumulation_steps == 32  # 64 / 2
     assert settings.vllm_max_model_length == 5120 + 512 + 64
 
 

@@ -46,8 +46,10 @@ GPU_CHECK = {
     "train_tokens_per_s": 4321.0,
     "vllm": {
         "grpo_colocate": {
+            "status": "ran",
             "generated_tokens_per_s": 3333.0,
             "train_tokens_per_s": 9876.0,
+            "sync_s_per_sync": 1.5,
             "device_used_gib": 41.0,
         },
         "engine": {
@@ -376,6 +378,15 @@ def test_constants_are_assumed_until_measured(tmp_path):
     assert decode["source"] == planner.MEASURED and decode["value"] == 12345.0
     assert "batches.256" in decode["basis"] and "NVIDIA H100" in decode["basis"]
     assert constants["train_tokens_per_s_nf4"]["value"] == 4321.0
+    # the weight sync is timed apart from training (train_s excludes it)
+    assert constants["grpo_sync_s"]["source"] == planner.MEASURED
+    assert constants["grpo_sync_s"]["value"] == 1.5
+    failed = {**GPU_CHECK, "vllm": {**GPU_CHECK["vllm"], "grpo_colocate": {"status": "failed"}}}
+    path.write_text(json.dumps(failed))  # a failed part measured nothing to plan with
+    assert planner.plan(cfg, gpu_constants=path)["gpu"]["constants"]["grpo_sync_s"]["source"] == (
+        planner.ASSUMED
+    )
+    path.write_text(json.dumps(GPU_CHECK))
     # gpu_check trains the NF4 base only: the bf16 trainer's rate stays assumed
     assert constants["train_tokens_per_s_bf16"]["source"] == planner.ASSUMED
     assert constants["vllm_prefill_tokens_per_s"]["source"] == planner.ASSUMED  # not measured

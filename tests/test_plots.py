@@ -202,14 +202,16 @@ def test_training_curves_add_the_importance_sampling_row_when_vllm_sampled(run):
             "sampling/sampling_logp_difference/max": [4.0, 3.5],
             "sampling/is_cut_sequences": [0.5, 0.25],
             "sampling/is_faint_sequences": [1.0, 0.75],
+            "sampling/is_low_tokens": [0.4, 0.1],
         }
     )
     fig = plots.training_curves(log, run, warn_share=0.2)
     assert len(fig.axes) == 6
     texts = _texts(fig)
-    assert "Sequences cut or faint" in texts and "warning above 20 %" in texts
-    cut, faint = (line.get_ydata() for line in fig.axes[5].get_lines()[:2])
+    assert "Sequences cut or faint, tokens low" in texts and "warning above 20 %" in texts
+    cut, faint, low = (line.get_ydata() for line in fig.axes[5].get_lines()[:3])
     assert list(cut) == [50.0, 25.0] and list(faint) == [100.0, 75.0]  # drawn in percent
+    assert list(low) == [40.0, 10.0]  # tokens weighted below 1 / clip_max
     # no vLLM sampling logged: the one row of three, as before
     assert len(plots.training_curves(log[["step", "variant", "reward"]], run).axes) == 3
 

@@ -15,9 +15,11 @@ from rmlib.training.importance import (
     CUT_SEQUENCES,
     CUT_TOKENS,
     FAINT_SEQUENCES,
+    LOW_TOKENS,
     cut_counts,
     cut_shares,
     cut_warning,
+    low_bound,
 )
 from rmlib.training.progress import PROGRESS_KEYS
 
@@ -33,11 +35,45 @@ MASK = torch.tensor([[1, 1, 1], [1, 1, 0]])
 def counts(
     mode: str, clip_min: float | None = None, clip_max: float | None = 3.0, faint: float = 0.1
 ) -> list[float]:
-    """[cut sequences, faint sequences, sequences, cut tokens, tokens]"""
+    """[cut sequences, faint sequences, sequences, cut tokens, tokens] (low tokens: `low`)"""
     out = cut_counts(
         LEARNER, SAMPLER, MASK, mode=mode, clip_min=clip_min, clip_max=clip_max, faint=faint
     )
-    return out.tolist()
+    return out.tolist()[:5]
+
+
+def low(mode: str, clip_min: float | None = None, clip_max: float | None = 3.0) -> float:
+    """Tokens weighted below 1 / clip_max (the faint weight 0.1 without clip_max)."""
+    out = cut_counts(
+        LEARNER, SAMPLER, MASK, mode=mode, clip_min=clip_min, clip_max=clip_max, faint=0.1
+    )
+    return out.tolist()[5]
+
+
+def test_low_side_weights_are_counted():
+    """token_truncate without a clip_min leaves a token's ratio far below 1 unbounded: it
+    counts as low below 1 / clip_max (1/3), while "cut" sees only the upper side."""
+    learner = torch.tensor([[-3.0, 0.0, 0.0], [-0.5, -2.0, 0.0]])
+    sampler = torch.zeros(2, 3)
+    mask = torch.tensor([[1, 1, 1], [1, 1, 0]])
+    out = cut_counts(
+        learner, sampler, mask, mode="token_truncate", clip_min=None, clip_max=3.0, faint=0.1
+    ).tolist()
+    assert out[3] == 0 and out[5] == 2  # nothing cut; e^-3 and e^-2 below 1/3, e^-0.5 not
+    assert cut_shares(torch.tensor(out))[LOW_TOKENS] == 2 / 5
+    # a floor lifts them to clip_min: no longer low when clip_min >= 1/3
+    assert (
+        cut_counts(
+            learner, sampler, mask, mode="token_truncate", clip_min=0.5, clip_max=3.0, faint=0.1
+        ).tolist()[5]
+        == 0
+    )
+    # masked, the zeroed tokens weigh 0: low (e^0.5, e^0.5, e^1, e^1.5 above 1.2), and e^-1 =
+    # 0.37 is below 1 / 1.2; the sequence modes weigh every token by its sequence's
+    assert low("token_mask", clip_max=1.2) == 5
+    assert low("sequence_mask") == 3  # sequence 0 (e^2 > 3) zeroed, with its 3 tokens
+    assert low("sequence_truncate", clip_max=None) == 0
+    assert low_bound(3.0, 0.1) == pytest.approx(1 / 3) and low_bound(None, 0.1) == 0.1
 
 
 @pytest.mark.parametrize("mode", ["sequence_mask", "sequence_truncate"])
@@ -69,12 +105,13 @@ def test_a_token_mode_cuts_tokens_and_counts_their_sequences(mode):
 
 
 def test_shares_and_an_unknown_mode():
-    assert cut_shares(torch.tensor([1.0, 2.0, 4.0, 2.0, 40.0])) == {
+    assert cut_shares(torch.tensor([1.0, 2.0, 4.0, 2.0, 40.0, 10.0])) == {
         CUT_SEQUENCES: 0.25,
         FAINT_SEQUENCES: 0.5,
         CUT_TOKENS: 0.05,
+        LOW_TOKENS: 0.25,
     }
-    assert all(math.isnan(v) for v in cut_shares(torch.zeros(5)).values())
+    assert all(math.isnan(v) for v in cut_shares(torch.zeros(6)).values())
     with pytest.raises(ValueError, match="unknown vllm_importance_sampling_mode 'sequence'"):
         counts("sequence")
 
@@ -86,6 +123,7 @@ def test_the_progress_table_keeps_trl_metrics_and_the_shares():
         CUT_SEQUENCES,
         FAINT_SEQUENCES,
         CUT_TOKENS,
+        LOW_TOKENS,
     ):
         assert key in PROGRESS_KEYS
 
@@ -108,6 +146,11 @@ def test_the_warning_is_one_line_naming_the_variant_the_share_and_the_fix():
     assert cut_warning(log, 1.0) is None
     # faint alone (every sequence inside the bounds, each weighing ~0) is warned of too
     assert "unified" in cut_warning(log.drop(columns=[CUT_SEQUENCES]), 0.85)
+    # low tokens alone (token_truncate without a floor: nothing cut, nothing faint)
+    quiet = log.assign(**{CUT_SEQUENCES: 0.0, FAINT_SEQUENCES: 0.0, LOW_TOKENS: [0.6, 0.4, 0, 0]})
+    line = cut_warning(quiet, 0.2, "token_truncate")
+    assert "unified: 0 % faint, 0 % cut, 50 % of tokens low" in line and "rft" not in line
+    assert "below 1 / clip_max" in line
     # use_vllm off: nothing logged, nothing to say
     assert cut_warning(log.assign(**{CUT_SEQUENCES: NAN, FAINT_SEQUENCES: NAN}), 0.2) is None
     assert cut_warning(log[["step", "variant"]], 0.2) is None

@@ -18,6 +18,12 @@ machine's own: hundreds of MB, and tied to its driver); vLLM neither (its CUDA w
 bitsandbytes is carried with the kernel library of the machine's CUDA only (its wheel holds one
 for every CUDA from 11.8 to 13.2: 43 MB, of which one is 2-9 MB).
 
+`--out DIR` (default carry/, git-ignored: the device tool carries it when named in its `carry`
+argument) replaces only a bundle this tool made (its MARKER file inside); a file, a non-empty
+folder without the marker, or a folder holding this checkout is refused in one line. `--cuda` is
+torch.version.cuda (13.0; 13 is read as 13.0); a CUDA the bitsandbytes wheel has no kernel for is
+refused in one line. tools/gpu_once.sh is the prepared call that installs and runs the bundle.
+
 Why our own script: pip can fetch wheels for another Python (`pip download --python-version`),
 but not decide what a machine lacks, trim a wheel to one CUDA, or hold a size budget.
 Nothing here runs at test time with the network: tests pass a fake downloader.
@@ -46,6 +52,8 @@ sys.path.insert(0, str(ROOT))  # run as a script from any folder: rmlib from thi
 from rmlib.config.project import norm, pins  # noqa: E402
 
 LIMIT_MIB = 64.0
+# written first into every bundle folder this tool makes: the only folders it will replace
+MARKER = ".gpu_carry_bundle"
 # the distributions the trainer part imports (benchmarks/gpu_check.py TRAINER_NEEDS, by
 # distribution name)
 ROOTS = (
@@ -149,6 +157,14 @@ def trim_bitsandbytes(wheel: Path, cuda: str | None) -> int:
     before = wheel.stat().st_size
     buffer = io.BytesIO()
     with zipfile.ZipFile(wheel) as src, zipfile.ZipFile(buffer, "w", zipfile.ZIP_DEFLATED) as dst:
+        libs = [Path(i.filename).name for i in src.infolist() if gpu_lib.search(i.filename)]
+        if keep and keep not in libs:
+            have = sorted(re.sub(r"\D", "", n) for n in libs if "cuda" in n)
+            raise SystemExit(
+                f"gpu_carry: {wheel.name} has no kernel library for CUDA {cuda} ({keep}); it "
+                f"has CUDA {', '.join(f'{v[:-1]}.{v[-1]}' for v in have)}: give --cuda as "
+                "torch.version.cuda has it"
+            )
         dropped = {
             i.filename
             for i in src.infolist()
@@ -173,7 +189,9 @@ RUN_SH = """#!/usr/bin/env bash
 set -euo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
 python="${{PYTHON:-python3}}"
-site="${{GPU_CARRY_SITE:-/tmp/gpu_carry_site}}"
+# a folder named site-packages: dill (datasets' fingerprints) pickles modules found outside one
+# by value, and fails ("Can't pickle <class 'MonthDayNano'>")
+site="${{GPU_CARRY_SITE:-/tmp/gpu_carry/site-packages}}"
 have="$("$python" -c 'import sys; print("%d.%d" % sys.version_info[:2])')"
 if [ "$have" != "{python}" ]; then
   echo "gpu_carry: this bundle is for Python {python}; $python is $have" \
@@ -202,6 +220,39 @@ def copy_project(dest: Path) -> None:
             shutil.copy2(src, dest / rel)
 
 
+def claim(out: Path) -> None:
+    """Make `out` this tool's bundle folder, replacing only a bundle it made before (its
+    MARKER inside); refuse in one line a file, a non-empty folder it did not make, or a
+    folder that holds this checkout (`--out .`)."""
+    resolved = out.resolve()
+    if resolved == ROOT or ROOT.is_relative_to(resolved) or Path.cwd().is_relative_to(resolved):
+        raise SystemExit(f"gpu_carry: --out {out}: holds this checkout or the working folder")
+    if out.is_symlink() or (out.exists() and not out.is_dir()):
+        raise SystemExit(f"gpu_carry: --out {out}: is a file, not a bundle folder")
+    if out.is_dir():
+        if (out / MARKER).is_file():
+            shutil.rmtree(out)
+        elif any(out.iterdir()):
+            raise SystemExit(
+                f"gpu_carry: --out {out}: a non-empty folder gpu_carry did not make (no "
+                f"{MARKER}); give a new or empty folder"
+            )
+    out.mkdir(parents=True, exist_ok=True)
+    (out / MARKER).write_text("made by tools/gpu_carry.py; replaced by its next run\n")
+
+
+def cuda_version(cuda: str | None) -> str | None:
+    """torch.version.cuda's form, MAJOR.MINOR: "13" is taken as 13.0; anything else is
+    refused in one line."""
+    if cuda is None:
+        return None
+    if re.fullmatch(r"\d+", cuda):
+        return f"{cuda}.0"
+    if not re.fullmatch(r"\d+\.\d", cuda):
+        raise SystemExit(f"gpu_carry: --cuda {cuda}: give torch.version.cuda, e.g. 13.0")
+    return cuda
+
+
 def size_mib(folder: Path) -> float:
     return sum(f.stat().st_size for f in folder.rglob("*") if f.is_file()) / 1024**2
 
@@ -216,15 +267,16 @@ def build(
     fetch: Callable[[str, str, str, Path], Path] = download,
     constraints: Path = ROOT / "constraints-cuda.txt",
 ) -> dict:
-    """Write the bundle to `out` (replaced); returns what it holds. Exits with one line when a
-    needed distribution has no pin or no wheel, or the bundle is over `limit_mib`."""
+    """Write the bundle to `out` (a bundle of this tool's replaced: `claim`); returns what it
+    holds. Exits with one line when a needed distribution has no pin or no wheel, the CUDA
+    has no bitsandbytes kernel, or the bundle is over `limit_mib`."""
     pinned = pins(constraints)
     names = needed(python, have)
     unpinned = [n for n in names if n not in pinned]
     if unpinned:
         raise SystemExit(f"gpu_carry: no pin in {constraints.name} for {', '.join(unpinned)}")
-    if out.exists():
-        shutil.rmtree(out)
+    cuda = cuda_version(cuda)
+    claim(out)
     wheels = out / "wheels"
     wheels.mkdir(parents=True)
     trimmed = 0

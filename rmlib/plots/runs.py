@@ -27,6 +27,7 @@ from rmlib.training.importance import (
     FAINT_SEQUENCES,
     IS_RATIO_KEYS,
     LOGP_DIFF_KEYS,
+    LOW_TOKENS,
 )
 
 
@@ -132,7 +133,10 @@ def _importance_panels(
     panels = (
         (ratio_mean, "importance-sampling ratio\n(learner / sampler; band: min-max)"),
         (gap_mean, "|learner - sampler| log-prob\n(per token; dashed: max)"),
-        (CUT_SEQUENCES, "sequences (%): weight zeroed or\nclipped; dashed: below the faint weight"),
+        (
+            CUT_SEQUENCES,
+            "% zeroed or clipped sequences;\ndashed: faint sequences; dotted: low tokens",
+        ),
     )
     for ax, (col, ylabel) in zip(axes, panels, strict=True):
         if col not in log or log[col].isna().all():
@@ -147,6 +151,8 @@ def _importance_panels(
                 ax.plot(g["step"], g[gap_max], ls="--", color=color, alpha=0.7)
             if col == CUT_SEQUENCES and FAINT_SEQUENCES in g:
                 ax.plot(g["step"], g[FAINT_SEQUENCES] * 100, ls="--", color=color, alpha=0.7)
+            if col == CUT_SEQUENCES and LOW_TOKENS in g:  # weighted below 1 / clip_max
+                ax.plot(g["step"], g[LOW_TOKENS] * 100, ls=":", color=color, alpha=0.7)
         if col == ratio_mean:
             ax.axhline(1.0, color=OKABE_ITO["grey"], lw=0.8)
         if col == CUT_SEQUENCES and warn_share is not None:
@@ -161,7 +167,7 @@ def _importance_panels(
         ax.legend()
     axes[0].set_title("Importance-sampling ratio")
     axes[1].set_title("Learner / sampler gap")
-    axes[2].set_title("Sequences cut or faint")
+    axes[2].set_title("Sequences cut or faint, tokens low")
 
 
 FAILURE_STAGES: tuple[tuple[str, str], ...] = (

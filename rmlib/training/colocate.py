@@ -314,15 +314,48 @@ def adapter_reference_logprobs(trainer: Any, probe: tuple[list[int], list[int]])
         del reference, base
 
 
-def sync_report(trainer: Any, probe: tuple[list[int], list[int]], before: Any) -> dict[str, Any]:
+def engine_gap(trainer: Any, probe: tuple[list[int], list[int]]) -> float:
+    """The gap the engine has with the learner's numerics when nothing is out of date: the max
+    abs difference of the probe's log-probs between the engine and its reference (QLoRA: the
+    unquantized checkpoint + the trainer's adapter in transformers+PEFT, `adapter_reference_
+    logprobs`; otherwise the policy itself), synced as TRL syncs. Measured before training, on
+    an adapter that has not moved, it is this machine's and this dtype's floor for
+    `sync_report` (bf16 on a GPU: 1e-2 to 1e-1; fp32 on CPU: about 1e-6)."""
+    trainer.vllm_generation.sync_weights()
+    request = lora_request(trainer)
+    engine = engine_logprobs(trainer, probe, request)
+    served = getattr(trainer.vllm_generation, "adapter", None) is not None  # QLoRA
+    reference = (adapter_reference_logprobs if served else policy_logprobs)(trainer, probe)
+    return float((engine - reference).abs().max())
+
+
+# sync_report's rule: the engine is synced when its gap to the reference is within this many
+# times the floor (`engine_gap` of an unchanged adapter), and the policy moved further than
+# that; never tighter than SYNC_MIN_TOLERANCE (an exact floor of 0 is no tolerance at all)
+SYNC_FLOOR_FACTOR = 3.0
+SYNC_MIN_TOLERANCE = 1e-5
+
+
+def sync_report(
+    trainer: Any,
+    probe: tuple[list[int], list[int]],
+    before: Any,
+    floor: float | None = None,
+    factor: float = SYNC_FLOOR_FACTOR,
+) -> dict[str, Any]:
     """After training: sync as TRL does before a generation step, then compare the engine with
-    the policy. Synced = the engine is ten times closer to the policy than the policy moved
-    from `before` (its log-probs before training), so a stale engine cannot pass.
+    the policy. Without `floor`: synced = the engine is ten times closer to the policy than the
+    policy moved from `before` (its log-probs before training), so a stale engine cannot pass.
+
+    With `floor` (`engine_gap` measured on this machine before training, the adapter unchanged):
+    the tolerance is `factor` x floor (at least SYNC_MIN_TOLERANCE); synced = the engine is
+    within it of its reference AND the policy moved beyond it (else a stale engine could not be
+    told from a synced one: "inconclusive", not synced). This holds in bf16 on a GPU, where the
+    engine/learner gap is of the order of two steps' shift, as in fp32 on CPU.
 
     QLoRA (the engine serves the adapter on the unquantized base): the engine is compared with
-    `adapter_reference_logprobs` (synced = ten times closer to it than the policy moved), and
-    `engine_vs_policy_max_abs` is the NF4 learner / unquantized sampler gap, which TRL's
-    importance-sampling correction covers."""
+    `adapter_reference_logprobs`, and `engine_vs_policy_max_abs` is the NF4 learner /
+    unquantized sampler gap, which TRL's importance-sampling correction covers."""
     trainer.vllm_generation.sync_weights()
     request = lora_request(trainer)
     policy = policy_logprobs(trainer, probe)
@@ -334,9 +367,26 @@ def sync_report(trainer: Any, probe: tuple[list[int], list[int]], before: Any) -
         "engine_vs_policy_max_abs": round(error, 6),
         "synced": moved > 10 * error,
     }
+    gap = error
     if request is not None:
-        exact = float((engine - adapter_reference_logprobs(trainer, probe)).abs().max())
-        report["engine_vs_reference_max_abs"] = round(exact, 6)
-        report["synced"] = moved > 10 * exact
+        gap = float((engine - adapter_reference_logprobs(trainer, probe)).abs().max())
+        report["engine_vs_reference_max_abs"] = round(gap, 6)
+        report["synced"] = moved > 10 * gap
         report["served_as"] = f"LoRARequest {request.lora_name} on the unquantized base"
+    if floor is not None:
+        tolerance = max(factor * floor, SYNC_MIN_TOLERANCE)
+        report["rule"] = (
+            f"engine gap <= {factor:g} x the unchanged adapter's gap ({floor:.3g}, measured "
+            f"here) = {tolerance:.3g} < policy moved"
+        )
+        report["floor_max_abs"] = round(floor, 8)
+        report["tolerance"] = round(tolerance, 8)
+        report["synced"] = gap <= tolerance < moved
+        if moved <= tolerance:
+            report["why"] = (
+                f"inconclusive: the policy moved {moved:.3g}, within the tolerance "
+                f"{tolerance:.3g}: a stale engine would pass too (more steps or a higher lr)"
+            )
+        elif gap > tolerance:
+            report["why"] = f"the engine is {gap:.3g} from the policy, over {tolerance:.3g}"
     return report

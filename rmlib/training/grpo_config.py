@@ -145,7 +145,8 @@ class GRPOSettings:
     )
     importance_sampling_warn_share: Share = doc(
         "use_vllm: 03 warns in one line when TRL's importance sampling left faint, zeroed or "
-        "clipped more than this share of a step's sequences, on average over the steps "
+        "clipped more than this share of a step's sequences, or weighted more than this share "
+        "of its tokens below 1 / clip_max (sampling/is_low_tokens), on average over the steps "
         "(choice: 0.2).",
         0.2,
     )

@@ -222,7 +222,8 @@ MEASURED_KEYS: dict[str, tuple[tuple[str, ...], str]] = {
     ),
     "train_tokens_per_s_nf4": (
         ("train_tokens_per_s",),
-        "GRPO trainer on the NF4 base, all time outside generation",
+        "GRPO trainer on the NF4 base, prompt + completion tokens of every completion trained, "
+        "all step time outside generation and weight sync",
     ),
     # gpu_check trains the NF4 base only: train_tokens_per_s_bf16 stays assumed
     "grpo_vllm_generate_tokens_per_s": (
@@ -230,6 +231,10 @@ MEASURED_KEYS: dict[str, tuple[tuple[str, ...], str]] = {
         "GRPO's colocated vLLM engine",
     ),
     "vllm_engine_start_s": (("vllm", "engine", "engine_start_s"), "vLLM engine start"),
+    "grpo_sync_s": (
+        ("vllm", "grpo_colocate", "sync_s_per_sync"),
+        "one weight sync of the policy into the colocated engine, timed on its own",
+    ),
 }
 
 
@@ -259,6 +264,9 @@ def measured_constants(path: str | Path) -> tuple[dict[str, Constant], dict[str,
     where = f"gpu_check on {device} ({path.name})"
     out: dict[str, Constant] = {}
     for name, (keys, what) in MEASURED_KEYS.items():
+        part = _dig(data, keys[:2]) if keys[0] == "vllm" else None
+        if isinstance(part, dict) and part.get("status") not in (None, "ran"):
+            continue  # a part that failed or timed out measured nothing to plan with
         value = _dig(data, keys)
         if isinstance(value, int | float) and value > 0:
             unit = "s" if name.endswith("_s") else "tok/s"
@@ -277,12 +285,6 @@ def measured_constants(path: str | Path) -> tuple[dict[str, Constant], dict[str,
                 MEASURED,
                 f"{where}: {key} (engine at batch {largest}: samples of one prompt)",
             )
-    if "train_tokens_per_s_nf4" in out and data.get("peak_source") != "trainer":
-        # model 1's train_s is all time outside generation beside the engine: the weight sync is
-        # inside it (the trainer part, which has no engine, has none)
-        out["grpo_sync_s"] = Constant(
-            0.0, "s", MEASURED, f"{where}: included in train_tokens_per_s_nf4 (train_s)"
-        )
     about = {
         "file": str(path),
         "device": device,
