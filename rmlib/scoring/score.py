@@ -4,7 +4,6 @@ benchmark name selects (its data-registry entry); `score_file` for `rmlib score`
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
@@ -14,15 +13,21 @@ import pandas as pd
 
 from rmlib.data import find_source
 from rmlib.data.pair import DataError, Pair
-from rmlib.scoring import judgebench, ppe, rewardbench, rmb, rmbench  # noqa: F401  (their rules)
+from rmlib.scoring import (  # noqa: F401  (their rules register themselves)
+    judgebench,
+    ppe,
+    rewardbench,
+    rewardbench2,
+    rmb,
+    rmbench,
+)
 from rmlib.scoring.aggregate import (
     Aggregate,
     credited,
     failure_counts,
-    json_number,
     select_order,
 )
-from rmlib.scoring.bootstrap import bootstrap_ci
+from rmlib.scoring.bootstrap import scored
 from rmlib.scoring.consistency import consistency
 from rmlib.scoring.predictions import (
     PREDICTIONS,
@@ -141,33 +146,9 @@ def _score_method(
     opts: dict[str, Any],
 ) -> dict[str, Any]:
     agg = aggregate(df, rule, failure_credit=credit, order=order, **opts)
-    ci = bootstrap_ci(
-        agg.fn, n_units=len(agg.units), strata=agg.strata, n_boot=n_boot, seed=seed, alpha=alpha
-    )
-    est, lo, hi = (
-        np.atleast_1d(np.asarray(x, dtype=float)) for x in (ci.estimate, ci.low, ci.high)
-    )
-    intervals = {
-        n: (json_number(e), [json_number(a), json_number(b)])
-        for n, e, a, b in zip(agg.names, est, lo, hi, strict=True)
-    }
-    head = {"score": intervals[agg.names[0]][0], "ci": intervals[agg.names[0]][1]}  # ("score",)
-    out = {**head, **_fill_intervals(agg.details, intervals)}
+    out = scored(agg, n_boot=n_boot, seed=seed, alpha=alpha)
     if set(df["order"]) == {"given", "swapped"}:
         out["consistency"] = consistency(df, n_boot=n_boot, seed=seed, alpha=alpha)
-    return out
-
-
-def _fill_intervals(
-    details: dict[str, Any], intervals: dict[str, tuple[Any, list[Any]]]
-) -> dict[str, Any]:
-    """Put each named aggregate's value and interval into the details' parts."""
-    out = json.loads(json.dumps(details, default=json_number))
-    for path, (value, ci) in list(intervals.items())[1:]:
-        node = out
-        for part in path:
-            node = node.setdefault(part, {})
-        node.update(score=value, ci=ci)
     return out
 
 
