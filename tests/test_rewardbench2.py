@@ -249,3 +249,15 @@ def test_score_file_oracle_partial_and_mismatch(tmp_path, sample, capsys):
         DataError, match="line 1, field 'id': no RewardBench 2 record 'Factuality/999'"
     ):
         score_file(unknown, "rewardbench2", str(SAMPLE))
+
+
+def test_every_comparison_is_twinned_and_the_dry_run_counts_the_full_set(tmp_path):
+    from rmlib.data.pair import both_orders
+    from rmlib.data.rewardbench2 import set_pairs
+
+    pairs = data.load("rewardbench2", _record(tmp_path, [BEST_OF_4])).pairs
+    twinned = both_orders(pairs, swapped_pairs=0)  # a draw of none still twins these
+    assert [p.order for p in twinned] == ["given", "swapped"] * 3
+    # 3 comparisons per best-of-4 record of the card's sizes; Ties at the sample's mean cost
+    assert set_pairs({"subsets": ["Math", "Focus"]}) == 3 * (183 + 495)
+    assert set_pairs({}) > set_pairs({"ties_opponents": 1}) > 3 * (1865 - 102)

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import random
 import re
+from typing import Any
 
 from rmlib.data._io import Drop, Row, collect, place, rows_for, user
 from rmlib.data.pair import LoadResult, OnError, Pair
@@ -96,6 +97,7 @@ def _pairs(row: Row, seed: int, subsets: tuple[str, ...], k: int) -> list[Pair]:
             "worse": i,
             "num_correct": nc,
             "total_completions": len(texts),
+            "both_orders": True,  # the per-completion scores count both orders
         }
         out.append(Pair(pid, SOURCE, subset, user(query), r1, r2, label, meta))
     return out
@@ -155,6 +157,36 @@ def opponents_cost(num_correct: int, num_incorrect: int, k: int) -> int:
     return len(_round_robin("", 0, num_correct, num_incorrect, k))
 
 
+# The full set's records per subset (the hub card; docs/benchmarks.md).
+SUBSET_SIZES: dict[str, int] = {
+    "Factuality": 475,
+    "Precise IF": 160,
+    "Math": 183,
+    "Safety": 450,
+    "Focus": 495,
+    "Ties": 102,
+}
+# (num_correct, num_incorrect) of the 22 Ties records of the shared sample
+# (/work/shared/data/rewardbench2): the dry run's Ties cost per record is their mean.
+SAMPLE_TIES: tuple[tuple[int, int], ...] = (
+    (10, 12), (1, 21), (8, 11), (1, 18), (26, 12), (1, 37), (6, 11), (1, 16), (12, 11), (1, 22),
+    (6, 13), (1, 18), (4, 11), (1, 14), (6, 10), (1, 15), (12, 11), (1, 18), (3, 14), (1, 14),
+    (8, 11), (1, 14),
+)  # fmt: skip
+
+
+def set_pairs(options: dict[str, Any]) -> int:
+    """Comparisons (one order) the full set makes with these loader options: 3 per best-of-4
+    record; a Ties record the sample's mean round-robin cost at `ties_opponents`."""
+    subsets = options.get("subsets") or SUBSETS
+    k = int(options.get("ties_opponents", 2))
+    n = sum(3 * SUBSET_SIZES[s] for s in subsets if s != TIES)
+    if TIES in subsets:
+        per = sum(opponents_cost(c, i, k) for c, i in SAMPLE_TIES) / len(SAMPLE_TIES)
+        n += round(SUBSET_SIZES[TIES] * per)
+    return n
+
+
 # Its data-registry entry (`rmlib.data.registry` lists it): Ties' rule is not accuracy, so the
 # official score is `rmlib.scoring.rewardbench2`'s.
 SPEC = SourceSpec(
@@ -168,4 +200,6 @@ SPEC = SourceSpec(
     published_pairs=1_865,
     scoring=SOURCE,
     unit="prompts (Ties: tied/ref prompt pairs)",
+    pairs_for=set_pairs,
+    both_orders=True,
 )

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 from rmlib.data.pair import LoadResult
 
@@ -31,6 +32,10 @@ class SourceSpec:
     unit: str = "pairs"  # what the rule's n counts
     paper_accuracy: bool = False  # one of the paper's accuracy benchmarks (Table 1)
     config_is_data_dir: bool = False  # the hub's config is a folder (load_dataset's data_dir)
+    # the pairs a set makes from its loader options, when that is not its published size (the
+    # dry run's count where the data is not here)
+    pairs_for: Callable[[dict[str, Any]], int] | None = None
+    both_orders: bool = False  # its protocol judges every pair in both orders
 
     @property
     def label(self) -> str:
