@@ -261,3 +261,17 @@ def test_every_comparison_is_twinned_and_the_dry_run_counts_the_full_set(tmp_pat
     # 3 comparisons per best-of-4 record of the card's sizes; Ties at the sample's mean cost
     assert set_pairs({"subsets": ["Math", "Focus"]}) == 3 * (183 + 495)
     assert set_pairs({}) > set_pairs({"ties_opponents": 1}) > 3 * (1865 - 102)
+
+
+def test_05s_tables_show_the_six_subsets_and_the_mean_with_intervals(sample, tmp_path):
+    from rmlib.analysis.accuracy import _main_row, subset_table
+
+    pairs = data.load("rewardbench2", str(SAMPLE)).pairs
+    preds, both = _pair_rows(pairs, {})  # an oracle in both orders
+    result = score_predictions(preds.assign(method="greedy"), "rewardbench2", both, n_boot=20)
+    table = subset_table(None, None, scores={"base": {"rewardbench2": result}})
+    assert list(table["part"]) == ["Factuality", "Precise IF", "Math", "Safety", "Focus", "Ties"]
+    assert table["ci_low"].notna().all() and table["ci_high"].notna().all()
+    row = _main_row("base", "greedy", "rewardbench2", "rewardbench2", result["methods"]["greedy"])
+    # upstream's Ties reaches 1.01 (its tanh term), so a perfect mean is slightly above 1
+    assert row["score"] == pytest.approx((5 + 1.01) / 6) and math.isnan(row["paper"])
