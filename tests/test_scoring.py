@@ -672,6 +672,7 @@ def test_judgebench_real_file_slot_one_judge_scores_zero():
 
 
 def test_rules_register_themselves_and_shared_modules_name_no_benchmark():
+    # the paper's own numbers (rmlib.paper) are where a benchmark's name may be written
     import re
     from pathlib import Path
 
@@ -692,7 +693,9 @@ def test_rules_register_themselves_and_shared_modules_name_no_benchmark():
     names -= {"accuracy"}
     shared = ("score", "paired", "aggregate", "bootstrap", "predictions", "consistency", "rules")
     root = Path(rules.__file__).parent
-    for mod in shared:
-        text = (root / f"{mod}.py").read_text()
+    files = [root / f"{mod}.py" for mod in shared]
+    files += sorted((root.parent / "analysis").glob("*.py"))  # nor does any analysis module
+    for f in files:
+        mod, text = f.name, f.read_text()
         quoted = set(re.findall(r"""["']([a-z0-9-]+)["']""", text))
         assert not quoted & names, (mod, quoted & names)
