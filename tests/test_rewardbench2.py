@@ -135,6 +135,11 @@ def test_per_completion_win_rates_from_both_orders(tmp_path):
     assert rec["scores"] == pytest.approx([4.5 / 6, 0.0, 0.5, 0.25])
     res = score_predictions(preds, "rewardbench2", both, n_boot=10)
     assert res["methods"]["default"]["subsets"]["Math"]["score"] == 1.0
+    # the same verdicts as a predictions file: `rmlib score` attaches the pairs from --path
+    f = tmp_path / "preds.jsonl"
+    preds.to_json(f, orient="records", lines=True)
+    res = score_file(f, "rewardbench2", _record(tmp_path, [BEST_OF_4]), n_boot=10)
+    assert res["ids_checked"] and res["methods"]["default"]["subsets"]["Math"]["score"] == 1.0
     # a judge that always answers "Response 1": every completion wins half its games
     always1 = preds.assign(verdict=1)
     res = score_predictions(always1, "rewardbench2", both, n_boot=10)
