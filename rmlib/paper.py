@@ -149,6 +149,15 @@ def paper_accuracy(model: str, method: str, scoring: str) -> float | None:
     return None
 
 
+# The benchmarks the data-volume ablation averages (its `avg_rewardbench_rmb`), by scoring rule.
+DATA_VOLUME_BENCHMARKS: tuple[str, ...] = ("rewardbench", "rmb")
+
+# The benchmarks whose positional consistency the paper states alone, by scoring rule.
+CONSISTENCY_BENCHMARKS: frozenset[str] = frozenset(
+    k for v in CONSISTENCY.values() for k in v if k != "avg"
+)
+
+
 def paper_consistency(model: str, method: str, key: str) -> float | None:
     """The paper's positional consistency (%) for a system: key 'avg' or a benchmark."""
     return CONSISTENCY.get((model, method), {}).get(key)

@@ -527,6 +527,7 @@ def test_registry() -> None:
         "rmb",
         "ppe",
         "judgebench",
+        "rewardbench2",
         "llmbar",
         "hh-rlhf",
         "skywork",

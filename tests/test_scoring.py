@@ -669,3 +669,33 @@ def test_judgebench_real_file_slot_one_judge_scores_zero():
         _preds(pairs, lambda p: p.label), "judgebench", pairs=pairs, n_boot=20
     )["methods"]["default"]
     assert perfect["score"] == 1.0
+
+
+def test_rules_register_themselves_and_shared_modules_name_no_benchmark():
+    # the paper's own numbers (rmlib.paper) are where a benchmark's name may be written
+    import re
+    from pathlib import Path
+
+    from rmlib.data import SOURCES
+    from rmlib.scoring import rules
+    from rmlib.scoring.score import scoring_of
+
+    # every benchmark's rule is registered under the name its data-registry entry gives
+    assert {s.scoring for s in SOURCES.values()} <= set(rules.RULES)
+    assert rules.get_rule(scoring_of("judgebench")).reads_all_orders
+    assert rules.get_rule(scoring_of("rm-bench")).no_failure_credit
+    with pytest.raises(ValueError, match="registered twice"):
+        rules.rule("rmb")(lambda rows: None)
+    with pytest.raises(ValueError, match="no scoring rule 'nope'"):
+        rules.get_rule("nope")
+    # the shared modules branch on no benchmark's name (its rule's fields say it all)
+    names = {s.name for s in SOURCES.values()} | {s.scoring for s in SOURCES.values()}
+    names -= {"accuracy"}
+    shared = ("score", "paired", "aggregate", "bootstrap", "predictions", "consistency", "rules")
+    root = Path(rules.__file__).parent
+    files = [root / f"{mod}.py" for mod in shared]
+    files += sorted((root.parent / "analysis").glob("*.py"))  # nor does any analysis module
+    for f in files:
+        mod, text = f.name, f.read_text()
+        quoted = set(re.findall(r"""["']([a-z0-9-]+)["']""", text))
+        assert not quoted & names, (mod, quoted & names)

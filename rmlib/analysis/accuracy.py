@@ -198,8 +198,9 @@ def data_volume_table(cfg: RunConfig, run: RunFolder, main: pd.DataFrame) -> pd.
         for bench, r in g.iterrows():
             row[label_of(str(bench))] = fmt_ci(r["score"], r["ci_low"], r["ci_high"])
         by_rule = g.set_index("scoring")["score"]
-        if {"rewardbench", "rmb"} <= set(by_rule.index):
-            row["RewardBench+RMB avg ours"] = f"{100 * by_rule[['rewardbench', 'rmb']].mean():.1f}"
+        pair = list(paper.DATA_VOLUME_BENCHMARKS)
+        if set(pair) <= set(by_rule.index):
+            row["RewardBench+RMB avg ours"] = f"{100 * by_rule[pair].mean():.1f}"
         row["RewardBench+RMB avg paper"] = f"{published[model]['avg_rewardbench_rmb']:.1f}"
         rows.append(row)
     return pd.DataFrame(rows).set_index("model")

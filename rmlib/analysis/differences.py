@@ -172,12 +172,13 @@ def _data_differences(cfg: RunConfig, main: pd.DataFrame | None) -> list[str]:
         rule = scoring.scoring_of(spec.source)
         present.add(rule)
         name = label_of(spec.source)
-        if rule not in (*PAPER_BENCHMARKS, "judgebench"):
+        reported = (*PAPER_BENCHMARKS, *paper.CONSISTENCY_BENCHMARKS)
+        if rule not in reported:
             out.append(
                 f"'{spec.source}' is not one of the paper's benchmarks (the project's demo data "
                 "or another set): there is no paper number to compare it with."
             )
-        if spec.n is not None and rule in (*PAPER_BENCHMARKS, "judgebench"):
+        if spec.n is not None and rule in reported:
             out.append(f"{name}: {spec.n} pairs drawn at random (seeded); the paper uses all.")
         if spec.path and Path(spec.path).exists():  # a local copy, not a hub id
             out.append(f"{name} is read from a local copy ({spec.path}).")

@@ -140,8 +140,9 @@ def consistency_layout(cons: pd.DataFrame) -> pd.DataFrame:
             fmt_ci(*g.loc[i, ["both_correct", "ci_low", "ci_high"]]) if i in g.index else "–"
             for i in index
         ]
-        if scoring.scoring_of(str(bench)) == "judgebench":
-            out[f"{head} paper"] = [_paper_cons(i, "judgebench") for i in index]
+        rule = scoring.scoring_of(str(bench))
+        if rule in paper.CONSISTENCY_BENCHMARKS:
+            out[f"{head} paper"] = [_paper_cons(i, rule) for i in index]
     avg = cons.groupby(["model", "method"])["both_correct"].mean()
     out["avg ours"] = [f"{100 * avg[i]:.1f}" if i in avg.index else "–" for i in index]
     out["avg paper (5 sets)"] = [_paper_cons(i, "avg") for i in index]

@@ -118,7 +118,9 @@ def both_orders(
     swapped_pairs: only a seeded draw of about this many pairs of each source (whole groups, as
     `subsample`) gets its twin; the rest stay in the given order. The paper's Table 5 takes all
     of JudgeBench and 1,000 pairs of each other benchmark while Table 1 scores the full sets in
-    the given order: one run serves both, and the given order is judged once.
+    the given order: one run serves both, and the given order is judged once. A pair whose
+    protocol needs both orders (`meta["both_orders"]`, e.g. RewardBench 2's comparisons, whose
+    per-completion scores count both) always gets its twin.
     """
     pairs = list(pairs)
     if swapped_pairs is None:
@@ -135,7 +137,8 @@ def both_orders(
         }
     out: list[Pair] = []
     for p in pairs:
-        out.extend((p, p.swapped()) if p.key in twinned else (p,))
+        twin = p.key in twinned or p.meta.get("both_orders") is True
+        out.extend((p, p.swapped()) if twin else (p,))
     return out
 
 

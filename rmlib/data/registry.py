@@ -8,8 +8,6 @@ passes it what it needs from the entry (hub_id, split, config, config_is_data_di
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from dataclasses import dataclass
 from typing import Any
 
 from rmlib.data.demo import load_demo
@@ -20,38 +18,12 @@ from rmlib.data.llmbar import load_llmbar
 from rmlib.data.pair import LoadResult, OnError
 from rmlib.data.ppe import load_ppe
 from rmlib.data.rewardbench import load_rewardbench
+from rmlib.data.rewardbench2 import SPEC as REWARDBENCH2
 from rmlib.data.rmb import SETS as RMB_SETS
 from rmlib.data.rmb import load_rmb
 from rmlib.data.rmbench import load_rmbench
 from rmlib.data.skywork import load_skywork
-
-
-@dataclass(frozen=True)
-class SourceSpec:
-    """One source and its facts, in one place: how to load it (its loader function, hub id,
-    defaults) and, for a benchmark, its display name, published size, official scoring rule
-    (`rmlib.scoring`), what that rule's n counts, and whether it is one of the paper's four
-    accuracy benchmarks (its Table 1). Adding a benchmark: a loader, its rule, this entry."""
-
-    name: str
-    loader: Callable[..., LoadResult]
-    hub_id: str | None  # passed to the loader as hub_id when set
-    default_split: str | None
-    default_config: str | None = None
-    path_required: bool = False
-    splits: tuple[str, ...] = ()
-    doc: str = ""
-    title: str = ""  # display name ("" = the source name); the paper's spelling for its own
-    published_pairs: int | None = None  # benchmarks.md: the size when the data is not here
-    scoring: str = "accuracy"  # the official rule's name in rmlib.scoring
-    unit: str = "pairs"  # what the rule's n counts
-    paper_accuracy: bool = False  # one of the paper's accuracy benchmarks (Table 1)
-    config_is_data_dir: bool = False  # the hub's config is a folder (load_dataset's data_dir)
-
-    @property
-    def label(self) -> str:
-        return self.title or self.name
-
+from rmlib.data.spec import SourceSpec
 
 _SPECS: tuple[SourceSpec, ...] = (
     SourceSpec(
@@ -126,6 +98,7 @@ _SPECS: tuple[SourceSpec, ...] = (
         scoring="judgebench",
         unit="pairs (both orders)",
     ),
+    REWARDBENCH2,
     SourceSpec(
         "llmbar",
         load_llmbar,

@@ -104,9 +104,10 @@ def consistency_figure(cons: pd.DataFrame, run: RunFolder) -> Figure:
         labels = system_labels(cons)
         y = dict(zip(labels, np.arange(len(labels))[::-1], strict=True))
         for r in rows.to_dict("records"):
-            if scoring.scoring_of(r["benchmark"]) != "judgebench":
+            rule = scoring.scoring_of(r["benchmark"])
+            if rule not in paper.CONSISTENCY_BENCHMARKS:
                 continue
-            v = paper.paper_consistency(r["model"], r["method"], "judgebench")
+            v = paper.paper_consistency(r["model"], r["method"], rule)
             if v is not None:
                 ax.plot(
                     v,
@@ -129,14 +130,16 @@ def consistency_figure(cons: pd.DataFrame, run: RunFolder) -> Figure:
         "right in both orders (%, 95 % CI)",
         "n_pairs_both_orders",
         paper_mark,
-        paper_handle() if _has_judgebench(cons) else None,
+        paper_handle() if _has_paper_consistency(cons) else None,
     )
 
 
-def _has_judgebench(df: pd.DataFrame) -> bool:
-    from rmlib import scoring
+def _has_paper_consistency(df: pd.DataFrame) -> bool:
+    """A benchmark whose consistency the paper states alone is drawn (its marker is shown)."""
+    from rmlib import paper, scoring
 
-    return any(scoring.scoring_of(str(b)) == "judgebench" for b in set(df["benchmark"]))
+    rules = {scoring.scoring_of(str(b)) for b in set(df["benchmark"])}
+    return bool(rules & paper.CONSISTENCY_BENCHMARKS)
 
 
 @styled

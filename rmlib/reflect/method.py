@@ -139,9 +139,10 @@ def run_reflectrm(
 
 
 def judged_orders(pairs: Sequence[Pair], cfg: ReflectConfig) -> list[Pair]:
-    """The pairs in every order the run judges: given, and swapped where `cfg` asks."""
+    """The pairs in every order the run judges: given, and swapped where `cfg` asks or where a
+    pair's protocol needs both orders (`meta["both_orders"]`: RewardBench 2's comparisons)."""
     if not cfg.both_orders:
-        return list(pairs)
+        return both_orders(pairs, 0, cfg.seed)  # a draw of none: only those pairs are twinned
     return both_orders(pairs, cfg.swapped_pairs, cfg.seed)
 
 

@@ -22,7 +22,7 @@ Scoring rules (docs/benchmarks.md, exact):
 
 Parse failures get `failure_credit` (default 0; upstream RewardBench uses 0.5) and are counted
 beside every score; RM-Bench's official rule credits them nothing whatever the credit
-(`score.NO_FAILURE_CREDIT`; the result carries a `failure_credit_note`).
+(`Rule.no_failure_credit`; the result carries a `failure_credit_note`).
 A benchmark part that is absent (RM-Bench math in the local copy) is never
 averaged away silently: the result says `partial: true` and lists what is missing.
 
@@ -34,8 +34,11 @@ domain, goal, category) so every part stays present, and recompute the official 
 One module per job: `score` (the entry point and the rule a benchmark selects), one module per
 official rule (`rewardbench`, `rmbench`, `rmb`, `judgebench`; plain accuracy in `aggregate`),
 `bootstrap`, `predictions` (reading and checking tables), `consistency`, `paired`. Adding a
-benchmark with an official rule: its loader, its rule module (registered in `score.RULES`), its
-data-registry entry (`rmlib.data.SOURCES`: scoring, unit, size, display name).
+benchmark with an official rule: its loader, its data-registry entry (`rmlib.data.SOURCES`:
+scoring, unit, size, display name), and its rule module, registered where the rule is defined
+(`@rules.rule(name, ...)`: what the scoring code must know about it, e.g. that it reads both
+orders, is a field of its `Rule`) and imported once by `score`. No shared scoring module tests
+a benchmark's name.
 """
 
 from rmlib.scoring.aggregate import credited

@@ -1,6 +1,6 @@
 """What every official rule shares: the aggregate as a function of resampled units, the failure
-credit, order selection, plain accuracy (PPE-Preference, LLMBar, HH-RLHF, the demo, anything
-else; per subset too) and the JSON-ready numbers.
+credit, order selection, plain accuracy (LLMBar, HH-RLHF, the demo, anything else; per subset
+too) and the JSON-ready numbers.
 """
 
 from __future__ import annotations
@@ -12,6 +12,8 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
+
+from rmlib.scoring.rules import rule
 
 
 @dataclass
@@ -74,6 +76,7 @@ def part_stats(rows: pd.DataFrame, key: str) -> dict[str, dict[str, Any]]:
     }
 
 
+@rule("accuracy")
 def accuracy_aggregate(rows: pd.DataFrame, **opts: Any) -> Aggregate:
     """Plain accuracy over pairs, with per-subset accuracies when there are several subsets."""
     no_options("accuracy", opts)

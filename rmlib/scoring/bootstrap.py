@@ -4,6 +4,7 @@ the official aggregate averages over, so every part stays present.
 
 from __future__ import annotations
 
+import json
 import math
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
@@ -12,7 +13,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from rmlib.scoring.aggregate import json_number
+from rmlib.scoring.aggregate import Aggregate, json_number
 
 
 @dataclass(frozen=True)
@@ -88,3 +89,26 @@ def _draws(
         yield np.concatenate(
             [g[rng.integers(0, len(g), len(g))] for g in groups if len(g)] or [np.arange(0)]
         )
+
+
+def scored(agg: Aggregate, *, n_boot: int, seed: int, alpha: float) -> dict[str, Any]:
+    """An official aggregate's JSON-ready result: the headline score and its interval, and each
+    named part's value and interval placed into the aggregate's details."""
+    ci = bootstrap_ci(
+        agg.fn, n_units=len(agg.units), strata=agg.strata, n_boot=n_boot, seed=seed, alpha=alpha
+    )
+    est, lo, hi = (
+        np.atleast_1d(np.asarray(x, dtype=float)) for x in (ci.estimate, ci.low, ci.high)
+    )
+    intervals = {
+        n: (json_number(e), [json_number(a), json_number(b)])
+        for n, e, a, b in zip(agg.names, est, lo, hi, strict=True)
+    }
+    head = {"score": intervals[agg.names[0]][0], "ci": intervals[agg.names[0]][1]}  # ("score",)
+    out = json.loads(json.dumps(agg.details, default=json_number))
+    for path, (value, interval) in list(intervals.items())[1:]:
+        node = out
+        for part in path:
+            node = node.setdefault(part, {})
+        node.update(score=value, ci=interval)
+    return {**head, **out}

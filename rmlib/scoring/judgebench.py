@@ -14,6 +14,7 @@ from rmlib.data.judgebench import category_of
 from rmlib.data.pair import DataError
 from rmlib.scoring.aggregate import Aggregate, failure_counts, group_means, no_options
 from rmlib.scoring.predictions import PREDICTIONS, bad_row
+from rmlib.scoring.rules import lacks, rule
 
 JUDGEBENCH_CATEGORIES: tuple[str, ...] = ("knowledge", "reasoning", "math", "coding")
 
@@ -43,6 +44,19 @@ def judgebench_pair_scores(df: pd.DataFrame) -> pd.DataFrame:
     return out.reset_index()
 
 
+def _judgebench_correct(df: pd.DataFrame) -> np.ndarray:
+    """McNemar's per-unit correctness: the sign rule per pair id."""
+    return judgebench_pair_scores(df)["correct"].to_numpy(dtype=bool)
+
+
+@rule(
+    "judgebench",
+    reads_all_orders=True,
+    order_note="both (sign rule)",
+    failure_note="n/a (sign rule: a failure votes 0)",
+    needs_pairs=lacks("subset"),
+    pair_correct=_judgebench_correct,
+)
 def judgebench_aggregate(df: pd.DataFrame, **opts: Any) -> Aggregate:
     no_options("judgebench", opts)
     if "subset" not in df:

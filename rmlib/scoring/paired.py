@@ -14,8 +14,8 @@ import pandas as pd
 from rmlib.data.pair import Pair
 from rmlib.scoring.aggregate import json_number
 from rmlib.scoring.bootstrap import bootstrap_ci
-from rmlib.scoring.judgebench import judgebench_pair_scores
 from rmlib.scoring.predictions import attach_pairs, validate_predictions
+from rmlib.scoring.rules import get_rule
 from rmlib.scoring.score import aggregate, scoring_of
 
 
@@ -91,9 +91,10 @@ def paired_comparison(
 
 
 def _right(df: pd.DataFrame, rule: str, order: str) -> np.ndarray:
-    """Per-pair correctness for McNemar: JudgeBench's sign rule per pair id, else per row of the
-    scored order(s); a failure is wrong."""
-    if rule == "judgebench":
-        return judgebench_pair_scores(df)["correct"].to_numpy(dtype=bool)
+    """Per-unit correctness for McNemar: the rule's own (`Rule.pair_correct`: JudgeBench's sign
+    rule per pair id), else per row of the scored order(s); a failure is wrong."""
+    own = get_rule(rule).pair_correct
+    if own is not None:
+        return own(df)
     rows = df if order == "both" else df[df["order"] == order]
     return (rows["verdict"] == rows["label"]).fillna(False).to_numpy(dtype=bool)

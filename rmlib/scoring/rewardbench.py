@@ -15,6 +15,7 @@ from rmlib.data import rewardbench as rewardbench_data
 from rmlib.data.pair import DataError
 from rmlib.scoring.aggregate import Aggregate, group_means, no_options, part_stats, unit_means
 from rmlib.scoring.predictions import PREDICTIONS, bad_row
+from rmlib.scoring.rules import lacks, rule
 
 # The official subset map and sizes live with the loader (one source of truth).
 REWARDBENCH_SECTIONS: dict[str, tuple[str, ...]] = rewardbench_data.SECTIONS
@@ -60,6 +61,7 @@ def rewardbench_score(
     }
 
 
+@rule("rewardbench", needs_pairs=lacks("subset"))
 def rewardbench_aggregate(rows: pd.DataFrame, weights: str = "official", **opts: Any) -> Aggregate:
     no_options("rewardbench", opts)
     if "subset" not in rows:

@@ -13,6 +13,7 @@ import pandas as pd
 
 from rmlib.scoring.aggregate import Aggregate, group_means, no_options
 from rmlib.scoring.predictions import bad_row
+from rmlib.scoring.rules import lacks, rule
 
 RMB_COMPONENTS: tuple[tuple[str, str], ...] = (
     ("pairwise", "helpfulness"),
@@ -44,6 +45,12 @@ def rmb_fields(pid: str, subset: Any, meta: dict[str, Any] | None) -> dict[str, 
     return {"set": kind, "goal": goal, "item": item, "scenario": scenario}
 
 
+def _rmb_needs_pairs(df: pd.DataFrame) -> bool:
+    """RMB reads each pair's meta (best-of-N item) or, failing that, its subset."""
+    return "meta" not in df and lacks("subset")(df)
+
+
+@rule("rmb", needs_pairs=_rmb_needs_pairs)
 def rmb_aggregate(rows: pd.DataFrame, average: str = "pairs", **opts: Any) -> Aggregate:
     no_options("rmb", opts)
     if average not in ("pairs", "scenarios"):

@@ -15,6 +15,7 @@ import pandas as pd
 
 from rmlib.scoring.aggregate import Aggregate, no_options
 from rmlib.scoring.predictions import bad_row
+from rmlib.scoring.rules import rule
 
 RMBENCH_DOMAINS: tuple[str, ...] = ("chat", "math", "code", "safety")
 
@@ -100,6 +101,9 @@ def _rmbench_cells(rows: pd.DataFrame) -> pd.DataFrame:
     return cells
 
 
+# RM-Bench's cell is 1 only when the chosen response strictly wins (docs/benchmarks.md; upstream
+# code compared): a parse failure is credited nothing whatever `failure_credit` says.
+@rule("rmbench", no_failure_credit=True)
 def rmbench_aggregate(rows: pd.DataFrame, require_complete: bool = True, **opts: Any) -> Aggregate:
     no_options("rmbench", opts)
     cells = _rmbench_cells(rows)

@@ -4,8 +4,7 @@ benchmark name selects (its data-registry entry); `score_file` for `rmlib score`
 
 from __future__ import annotations
 
-import json
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
@@ -14,17 +13,22 @@ import pandas as pd
 
 from rmlib.data import find_source
 from rmlib.data.pair import DataError, Pair
+from rmlib.scoring import (  # noqa: F401  (their rules register themselves)
+    judgebench,
+    ppe,
+    rewardbench,
+    rewardbench2,
+    rmb,
+    rmbench,
+)
 from rmlib.scoring.aggregate import (
     Aggregate,
-    accuracy_aggregate,
     credited,
     failure_counts,
-    json_number,
     select_order,
 )
-from rmlib.scoring.bootstrap import bootstrap_ci
+from rmlib.scoring.bootstrap import scored
 from rmlib.scoring.consistency import consistency
-from rmlib.scoring.judgebench import judgebench_aggregate
 from rmlib.scoring.predictions import (
     PREDICTIONS,
     attach_pairs,
@@ -32,30 +36,14 @@ from rmlib.scoring.predictions import (
     load_predictions,
     validate_predictions,
 )
-from rmlib.scoring.rewardbench import rewardbench_aggregate
-from rmlib.scoring.rmb import rmb_aggregate
-from rmlib.scoring.rmbench import rmbench_aggregate
+from rmlib.scoring.rules import RULES, Rule, get_rule
 
-# The official rules by name (a data-registry entry's `scoring`); JudgeBench's reads both orders
-# and is called apart (`aggregate`).
-RULES: dict[str, Callable[..., Aggregate]] = {
-    "rewardbench": rewardbench_aggregate,
-    "rmbench": rmbench_aggregate,
-    "rmb": rmb_aggregate,
-    "ppe": accuracy_aggregate,
-    "accuracy": accuracy_aggregate,
-}
-
-
-# Rules whose official score credits a parse failure nothing, whatever `failure_credit` says:
-# RM-Bench's cell is 1 only when the chosen response strictly wins (docs/benchmarks.md; upstream
-# code compared).
-NO_FAILURE_CREDIT: frozenset[str] = frozenset({"rmbench"})
+__all__ = ["RULES", "aggregate", "score_file", "score_predictions", "scoring_of"]
 
 
 def official_credit(rule: str, failure_credit: float) -> float:
     """The credit a parse failure gets under `rule`'s official score."""
-    return 0.0 if rule in NO_FAILURE_CREDIT else failure_credit
+    return 0.0 if get_rule(rule).no_failure_credit else failure_credit
 
 
 def credit_note(rule: str, failure_credit: float) -> dict[str, Any]:
@@ -70,7 +58,7 @@ def credit_note(rule: str, failure_credit: float) -> dict[str, Any]:
 
 def scoring_of(benchmark: str) -> str:
     """The scoring rule a benchmark name selects (its `rmlib.data` registry entry: source names
-    and aliases, e.g. 'reward-bench', 'rmbench'); any other name gets plain accuracy."""
+    and aliases); any other name gets plain accuracy."""
     spec = find_source(benchmark)
     return spec.scoring if spec else "accuracy"
 
@@ -93,8 +81,8 @@ def score_predictions(
     Returns {benchmark, scoring, failure_credit, order, bootstrap: {...}, methods: {method:
     {score, ci, n, n_rows, n_parse_failures, parse_failure_rate, <parts with their n, failures
     and intervals>, partial, consistency (when both orders are present)}}}. `pairs` fills labels
-    and subsets the table lacks. Scorer options: rewardbench `weights` ('official'|'observed'),
-    rmbench `require_complete` (True), rmb `average` ('pairs'|'scenarios'). `file` names the
+    and subsets the table lacks. Scorer options are the rule's own keyword arguments
+    (RewardBench `weights`, RM-Bench `require_complete`, RMB `average`). `file` names the
     predictions' file in errors (rows are that table's rows).
     """
     try:
@@ -141,7 +129,7 @@ def _score_all(
         "scoring": rule,
         "failure_credit": official_credit(rule, failure_credit),
         **credit_note(rule, failure_credit),
-        "order": "both (sign rule)" if rule == "judgebench" else order,
+        "order": get_rule(rule).order_note or order,
         "bootstrap": {"n_boot": n_boot, "seed": seed, "alpha": alpha},
         "methods": methods,
     }
@@ -158,33 +146,9 @@ def _score_method(
     opts: dict[str, Any],
 ) -> dict[str, Any]:
     agg = aggregate(df, rule, failure_credit=credit, order=order, **opts)
-    ci = bootstrap_ci(
-        agg.fn, n_units=len(agg.units), strata=agg.strata, n_boot=n_boot, seed=seed, alpha=alpha
-    )
-    est, lo, hi = (
-        np.atleast_1d(np.asarray(x, dtype=float)) for x in (ci.estimate, ci.low, ci.high)
-    )
-    intervals = {
-        n: (json_number(e), [json_number(a), json_number(b)])
-        for n, e, a, b in zip(agg.names, est, lo, hi, strict=True)
-    }
-    head = {"score": intervals[agg.names[0]][0], "ci": intervals[agg.names[0]][1]}  # ("score",)
-    out = {**head, **_fill_intervals(agg.details, intervals)}
+    out = scored(agg, n_boot=n_boot, seed=seed, alpha=alpha)
     if set(df["order"]) == {"given", "swapped"}:
         out["consistency"] = consistency(df, n_boot=n_boot, seed=seed, alpha=alpha)
-    return out
-
-
-def _fill_intervals(
-    details: dict[str, Any], intervals: dict[str, tuple[Any, list[Any]]]
-) -> dict[str, Any]:
-    """Put each named aggregate's value and interval into the details' parts."""
-    out = json.loads(json.dumps(details, default=json_number))
-    for path, (value, ci) in list(intervals.items())[1:]:
-        node = out
-        for part in path:
-            node = node.setdefault(part, {})
-        node.update(score=value, ci=ci)
     return out
 
 
@@ -192,14 +156,15 @@ def aggregate(
     df: pd.DataFrame, rule: str, *, failure_credit: float = 0.0, order: str = "given", **opts: Any
 ) -> Aggregate:
     """The official aggregate of one method's predictions, as a function of resampled units."""
-    if rule == "judgebench":  # its own rule: both orders, a failure is a 0 vote
-        agg = judgebench_aggregate(df, **opts)
-        agg.details["failure_credit"] = "n/a (sign rule: a failure votes 0)"
+    spec = get_rule(rule)
+    if spec.reads_all_orders:  # its own treatment of orders and failures
+        agg = spec.aggregate(df, **opts)
+        agg.details["failure_credit"] = spec.failure_note
         return agg
     rows = select_order(df, order)
     credit = official_credit(rule, failure_credit)
     rows = rows.assign(value=credited(rows, credit))
-    agg = RULES[rule](rows, **opts)
+    agg = spec.aggregate(rows, **opts)
     agg.details.update(failure_counts(rows), failure_credit=credit, order=order)
     agg.details.update(credit_note(rule, failure_credit))
     return agg
@@ -218,9 +183,14 @@ def score_file(
     needs); placement seeds etc. go in `load_options` and must match the run that made the
     predictions (a label mismatch raises). Unchecked ids are said in the result (`ids_checked`,
     `warning`): such a score is not an official one."""
+    rule = get_rule(scoring_of(benchmark))
+    if rule.score_file is not None:  # a file of the rule's own kind (None: predictions)
+        own = rule.score_file(path, benchmark, data_path, load_options or {}, **opts)
+        if own is not None:
+            return own
     df = load_predictions(path)
     pairs = None
-    if data_path is not None or _needs_pairs(df, scoring_of(benchmark)):
+    if data_path is not None or _needs_pairs(df, rule):
         from rmlib import data
 
         pairs = data.load(benchmark, data_path, **(load_options or {})).pairs
@@ -238,11 +208,5 @@ def score_file(
     return {"file": str(path), **checked, **result}
 
 
-def _needs_pairs(df: pd.DataFrame, rule: str) -> bool:
-    if df["label"].isna().any():
-        return True
-    if rule in ("rewardbench", "judgebench"):
-        return "subset" not in df or df["subset"].isna().any()
-    if rule == "rmb":
-        return "meta" not in df and ("subset" not in df or df["subset"].isna().any())
-    return False
+def _needs_pairs(df: pd.DataFrame, rule: Rule) -> bool:
+    return bool(df["label"].isna().any()) or rule.needs_pairs(df)

@@ -71,6 +71,8 @@ def set_pairs(spec: DatasetSpec) -> int:
 
         return default_size(spec.split or "eval")
     known = find_source(spec.source)
+    if known and known.pairs_for is not None:
+        return known.pairs_for(dict(spec.options))
     return (known.published_pairs or 0) if known else 0
 
 
@@ -232,10 +234,14 @@ def models_eval_calls(cfg: RunConfig, source: str, sc: Scenario | None = None) -
     return {k: sum(p[k] for p in per) for k in ("generations", "tokens", "prompt_tokens")}
 
 
-def swapped_pairs(cfg: RunConfig, n: int) -> int:
+def swapped_pairs(cfg: RunConfig, n: int, source: str | None = None) -> int:
     """Pairs of an n-pair set also judged in the swapped order (inference.both_orders and
-    swapped_pairs; a draw of whole groups lands near its count, counted here as exact)."""
+    swapped_pairs; a draw of whole groups lands near its count, counted here as exact; every
+    pair of a source whose protocol needs both orders)."""
     inf = cfg.inference
+    known = find_source(source) if source else None
+    if known and known.both_orders:
+        return n
     if not inf.both_orders:
         return 0
     return n if inf.swapped_pairs is None else min(n, inf.swapped_pairs)
@@ -249,7 +255,7 @@ def protocols(cfg: RunConfig, eval_sets: dict[str, int]) -> list[dict[str, Any]]
     rows = []
     for source, n in eval_sets.items():
         per = models_eval_calls(cfg, source)["generations"]
-        swapped = swapped_pairs(cfg, n)
+        swapped = swapped_pairs(cfg, n, source)
         judged = n + swapped
         rows.append(
             {

@@ -365,7 +365,7 @@ def _legacy_counts(cfg: RunConfig, n_train: int, eval_sets: dict[str, int]) -> d
     gens = {"rollouts": n_train * ro.n_samples}
     tokens = {"rollouts": gens["rollouts"] * ro.max_new_tokens}
     for source, n in eval_sets.items():
-        judged = n + swapped_pairs(cfg, n)
+        judged = n + swapped_pairs(cfg, n, source)
         for model in cfg.eval.models:
             per = eval_calls(cfg, source, stage1_model(cfg, model) != model)
             key = f"eval/{model}/{source}"
