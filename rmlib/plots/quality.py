@@ -387,7 +387,15 @@ def reflection_map_figure(
             ("agree_win", "an agreeing critique beats the anchor's"),
         )
     )
-    fig.suptitle(f"{title}\nN = {prm.get('n_samples')}, {fixed} (the run's)", fontsize=10)
+    # the within-pair correlations as measured (the model clips them to [0, 1])
+    rho = ", ".join(
+        f"{label} {float(prm.get(key, math.nan)):.2f}"
+        for key, label in (
+            ("sample_correlation", "within-pair correlation of samples"),
+            ("call_correlation", "of stage-2 calls"),
+        )
+    )
+    fig.suptitle(f"{title}\nN = {prm.get('n_samples')}, {fixed};\n{rho} (the run's)", fontsize=10)
     fig.text(0.01, -0.02, _prediction_line(run_table), fontsize=8, ha="left", va="top", wrap=True)
     return save(fig, run, "reflection_map")
 
