@@ -217,7 +217,9 @@ def test_the_run_is_placed_on_the_map_from_its_measured_parameters(run):
     assert set(out["map"]["panel"]) == {"same", "overrule"} and len(out["map"]) == 8
     table = out["run"]
     assert list(table["method"]) == list(sim.SIM_METHODS)
-    assert table[["predicted", "measured"]].notna().all().all()
+    assert table[["predicted", "predicted_independent", "measured"]].notna().all().all()
+    assert (table["inside"] == table["predicted"].between(table["ci_low"], table["ci_high"])).all()
+    assert {"sample_correlation", "call_correlation"} <= set(prm.index)
     preds = run.read_table("predictions_unified")
     majority = preds[preds["method"] == "majority"]["correct"].mean()
     assert table.set_index("method").loc["majority", "measured"] == pytest.approx(majority)
@@ -239,6 +241,7 @@ def test_a_run_where_nothing_parses_draws_the_map_without_the_run(tmp_path):
     )
     assert not out["parameters"]["fitted"].iloc[0]
     assert out["run"]["predicted"].isna().all() and (out["run"]["measured"] == 0).all()
+    assert not out["run"]["inside"].any()
     assert list(out["map"]["panel"].unique()) == ["same"]  # no reflection case measured
     fig = plots.reflection_map_figure(out["map"], out["run"], out["parameters"], run)
     texts = " ".join(t.get_text() for t in fig.findobj(matplotlib.text.Text))

@@ -516,8 +516,10 @@ def reflection_pays(
       (one reflection accuracy for both cases) and "overrule" (the y axis is the accuracy when
       the anchor is wrong; when it is right, the run's measured value);
     - `run`: one row per method: the accuracy the model predicts from the run's measured
-      parameters beside the accuracy measured (plain accuracy over every judged pair and order,
-      a bootstrap 95 % interval over pairs), and the parameters themselves.
+      parameters (`predicted`; `predicted_independent` with both correlations 0) beside the
+      accuracy measured (plain accuracy over every judged pair and order, a bootstrap 95 %
+      interval over pairs) and whether the prediction falls inside it (`inside`);
+    - `parameters`: the measured parameters themselves.
 
     model: default the headline model (unified when evaluated). seed: default cfg.run.seed.
     Writes metrics.json section `reflection_map`.
@@ -544,9 +546,12 @@ def reflection_pays(
         over = reflection_map(accuracy, n, reflection_right=keep, **common)
         panels.append(over.assign(panel="overrule"))
     grid = pd.concat(panels, ignore_index=True)
-    predicted = (
+    sim_kw = {"cfg": cfg.inference, "failure_credit": cfg.eval.failure_credit}
+    predicted = simulated_accuracy(fitted, n_pairs, seed, **sim_kw) if fitted else {}
+    # the same judge with independent samples and calls: what the correlations change
+    independent = (
         simulated_accuracy(
-            fitted, n_pairs, seed, cfg.inference, failure_credit=cfg.eval.failure_credit
+            replace(fitted, sample_correlation=0.0, call_correlation=0.0), n_pairs, seed, **sim_kw
         )
         if fitted
         else {}
@@ -561,14 +566,18 @@ def reflection_pays(
             n_boot=cfg.eval.n_bootstrap,
             seed=cfg.run.seed,
         )
+        pred = predicted.get(m, math.nan)
         rows.append(
             {
                 "model": model,
                 "method": m,
-                "predicted": predicted.get(m, math.nan),
+                "predicted": pred,
+                "predicted_independent": independent.get(m, math.nan),
                 "measured": est,
                 "ci_low": low,
                 "ci_high": high,
+                # NaN compares False: a run the model could not place is not inside
+                "inside": bool(low <= pred <= high),
                 "n": len(p),
             }
         )

@@ -452,6 +452,8 @@ def _prediction_line(run_table: pd.DataFrame) -> str:
         measured = f"{pct(r['measured']):.1f} % [{pct(r['ci_low']):.1f}, {pct(r['ci_high']):.1f}]"
         predicted = pct(r["predicted"])
         model = f"{predicted:.1f} %" if math.isfinite(predicted) else "none (run not placed)"
+        if math.isfinite(predicted) and not r.get("inside", True):
+            model += " (outside the interval)"
         parts.append(f"{method_label(str(r['method']))}: model {model}, measured {measured}")
     name = run_table["model"].iloc[0]
     return f"The run ({name}), model from its measured parameters beside measured: " + "; ".join(
