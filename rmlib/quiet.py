@@ -8,8 +8,8 @@ messages of the AVX-512 BF16 / AMX class are raised by faking that class's capab
 Three mechanisms, because the engine runs in processes that never import rmlib:
 - in this process: logger levels and filters, `warnings` filters;
 - in child processes (vLLM's engine core, papermill's kernels, a model's training process):
-  environment variables they inherit, `VLLM_LOGGING_LEVEL`, `TORCH_CPP_LOG_LEVEL` and
-  `PYTHONWARNINGS`;
+  environment variables they inherit, `VLLM_LOGGING_LEVEL`, `TORCH_CPP_LOG_LEVEL`,
+  `HF_DATASETS_DISABLE_PROGRESS_BARS` and `PYTHONWARNINGS`;
 - in children spawned from a notebook's kernel: `spawned_children_import_rmlib`, because a
   variable is read only once vLLM configures its logging, after it has logged at import.
 """
@@ -65,6 +65,11 @@ def apply() -> None:
     # Warning: NUMA binding: Using MEMBIND policy …" in every engine and training process. C++
     # warnings raised inside Python calls still become Python warnings; errors still print.
     os.environ.setdefault("TORCH_CPP_LOG_LEVEL", "ERROR")
+    # datasets draws a bar for every map / filter / cast over a table (TRL's SFT and GRPO
+    # trainers prepare their data sets through several): about a dozen bars over a few dozen
+    # rows in 02's warm-up cell, none a reader can act on. Read by datasets at import, here and
+    # in the training process; a user who wants them sets the variable to 0 first.
+    os.environ.setdefault("HF_DATASETS_DISABLE_PROGRESS_BARS", "1")
     # Imported through TRL, vLLM can log before it configures its logger (its Triton hint then
     # reaches stderr through Python's last-resort handler); its logger's level holds either way
     logging.getLogger("vllm").setLevel(os.environ["VLLM_LOGGING_LEVEL"])

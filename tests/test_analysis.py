@@ -297,6 +297,21 @@ def test_consistency_of_a_first_slot_judge(pb):
     assert (uni["accuracy_given"], uni["accuracy_swapped"]) == (0.75, 0.875)
 
 
+def test_the_stage1_first_slot_share_is_the_runs_own(pb, run):
+    """By hand: the base judge's parsed stage-1 samples all say Response 1 (8 pairs x 2 orders x
+    4 samples, the last of the 4 even pairs' samples unparsed in both orders: 64 - 8 parsed),
+    against a label share of one half (both orders); unified's share is counted from its table."""
+    s = pb["stage1_first_slot"].set_index("stage1_judge")
+    base = s.loc["base"]
+    assert base["says_response_1"] == 1.0 and base["label1_share"] == 0.5
+    assert (base["n_samples"], base["n_rows"]) == (56, 64)
+    roll = run.read_table("rollouts_unified")
+    parsed = roll[roll["choice"].notna()]
+    assert s.loc["unified", "says_response_1"] == pytest.approx((parsed["choice"] == 1).mean())
+    assert s.loc["unified", "ci_low"] <= s.loc["unified", "says_response_1"]
+    assert run.metrics()["position_bias"]["stage1_first_slot"][0]["stage1_judge"] == "base"
+
+
 def test_consistency_layout_has_the_papers_average(pb):
     layout = pb["paper"]
     assert layout.loc["base · greedy", "avg paper (5 sets)"] == "54.3"

@@ -236,3 +236,16 @@ def test_smollm2_builds_reloads_and_chats():
     backend = HFBackend(model, tok, identity="smollm2", progress=False)
     [[gen]] = backend.generate([prompt], SamplingParams.greedy(max_new_tokens=24))
     assert "Paris" in gen.text
+
+
+def test_no_loading_bars_turns_transformers_bars_off_while_a_model_loads():
+    """transformers draws its weight-loading bar as plain text (stderr) even in a notebook:
+    off inside, as it was after (the hub's download bars of `rmlib fetch` with it)."""
+    from transformers.utils import logging as hf_logging
+
+    from rmlib.generation.models import no_loading_bars
+
+    was = hf_logging.is_progress_bar_enabled()
+    with no_loading_bars():
+        assert not hf_logging.is_progress_bar_enabled()
+    assert hf_logging.is_progress_bar_enabled() == was

@@ -189,6 +189,26 @@ def test_training_curves_tolerate_missing_columns(run):
     assert "nothing was trained" in _texts(plots.training_curves(pd.DataFrame(), run))
 
 
+def test_the_reward_band_stays_within_the_rewards_range(run):
+    """A mean of 0.9 with a batch s.d. of 0.3 would draw the band to 1.2: it is cut at 1, and a
+    mean of 0.1 at 0 (or at the unparseable penalty, when that is the lowest reward)."""
+    from matplotlib.collections import PolyCollection
+
+    log = pd.DataFrame(
+        {"step": [1, 2, 3], "variant": "unified", "reward": [0.9, 0.1, -0.2],
+         "reward_std": [0.3, 0.3, 0.5]}
+    )  # fmt: skip
+
+    def band(fig):
+        (poly,) = [c for c in fig.axes[0].collections if isinstance(c, PolyCollection)]
+        ys = np.concatenate([p.vertices[:, 1] for p in poly.get_paths()])
+        return ys.min(), ys.max()
+
+    assert band(plots.training_curves(log, run)) == (0.0, 1.0)
+    low, high = band(plots.training_curves(log, run, reward_range=(-0.5, 1.0)))
+    assert low == pytest.approx(-0.5) and high == 1.0
+
+
 def test_training_curves_add_the_importance_sampling_row_when_vllm_sampled(run):
     log = pd.DataFrame(
         {

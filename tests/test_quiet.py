@@ -41,7 +41,12 @@ FAKE_AVX512_BF16 = textwrap.dedent(
 
 
 # what rmlib.quiet sets for child processes: a test session that imported rmlib has them too
-QUIET_ENV = ("PYTHONWARNINGS", "TORCH_CPP_LOG_LEVEL", "VLLM_LOGGING_LEVEL")
+QUIET_ENV = (
+    "PYTHONWARNINGS",
+    "TORCH_CPP_LOG_LEVEL",
+    "VLLM_LOGGING_LEVEL",
+    "HF_DATASETS_DISABLE_PROGRESS_BARS",
+)
 
 
 def run_python(code: str) -> subprocess.CompletedProcess:
@@ -139,3 +144,19 @@ def test_engine_processes_spawned_from_a_kernel_log_nothing_at_import(stand_in):
     out = run_python(code)
     assert out.returncode == 0, out.stderr[-2000:]
     assert ("Triton is installed" in out.stderr) != stand_in, out.stderr[-2000:]
+
+
+@pytest.mark.parametrize("with_rmlib", [False, True], ids=["bare", "rmlib"])
+def test_datasets_progress_bars(with_rmlib):
+    """A map over a small table draws a text bar on stderr (02's warm-up cell showed a dozen,
+    TRL preparing its data sets); rmlib turns datasets' bars off before datasets is imported."""
+    pytest.importorskip("datasets")
+    code = ("import rmlib\n" if with_rmlib else "") + textwrap.dedent(
+        """
+        import datasets
+        datasets.Dataset.from_dict({"x": list(range(8))}).map(lambda r: r)
+        """
+    )
+    out = run_python(code)
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert ("Map" in out.stderr and "8/8" in out.stderr) != with_rmlib, out.stderr[-2000:]

@@ -217,7 +217,9 @@ def test_the_run_is_placed_on_the_map_from_its_measured_parameters(run):
     assert set(out["map"]["panel"]) == {"same", "overrule"} and len(out["map"]) == 8
     table = out["run"]
     assert list(table["method"]) == list(sim.SIM_METHODS)
-    assert table[["predicted", "measured"]].notna().all().all()
+    assert table[["predicted", "predicted_independent", "measured"]].notna().all().all()
+    assert (table["inside"] == table["predicted"].between(table["ci_low"], table["ci_high"])).all()
+    assert {"sample_correlation", "call_correlation"} <= set(prm.index)
     preds = run.read_table("predictions_unified")
     majority = preds[preds["method"] == "majority"]["correct"].mean()
     assert table.set_index("method").loc["majority", "measured"] == pytest.approx(majority)
@@ -239,7 +241,213 @@ def test_a_run_where_nothing_parses_draws_the_map_without_the_run(tmp_path):
     )
     assert not out["parameters"]["fitted"].iloc[0]
     assert out["run"]["predicted"].isna().all() and (out["run"]["measured"] == 0).all()
+    assert not out["run"]["inside"].any()
     assert list(out["map"]["panel"].unique()) == ["same"]  # no reflection case measured
     fig = plots.reflection_map_figure(out["map"], out["run"], out["parameters"], run)
     texts = " ".join(t.get_text() for t in fig.findobj(matplotlib.text.Text))
     assert "not placed" in texts
+
+
+# --- within-pair correlation and one rule for a failed reflection call (issue 37, item 2) ---
+
+
+@pytest.mark.parametrize("rho", [(0.0, 0.0), (0.5, 0.5), (1.0, 1.0)])
+def test_when_no_call_ever_wins_reflectrm_is_the_anchor_alone(rho):
+    """By hand: a reflection that keeps every anchor (reflection_right 1, reflection_wrong 0,
+    agree_win 0) makes no winner, so the final vote is the anchor's, whatever the correlations."""
+    model = sim.JudgeModel(
+        0.6, 0.7, reflection_right=1.0, reflection_wrong=0.0, agree_win=0.0, n_samples=5,
+        parse_rate=0.8, sample_correlation=rho[0], call_correlation=rho[1],
+    )  # fmt: skip
+    df = sim.simulate_pairs(model, n_pairs=1500, seed=11)
+    assert (df["w1"] + df["w2"] == 0).all()
+    assert (df["reflectrm"] == df["anchor"]).all() and (df["anchor"] == 1).any()
+
+
+def test_an_explicit_tie_among_the_winners_is_broken_by_the_anchor():
+    """By hand, one pair: samples say 1, 1, 2, 2 (the first says 1), the anchor says 2, one
+    winner says 1 and one says 2: the winners tie, the anchor is added (1 against 2 + 2), so
+    ReflectRM says 2; majority ties 2-2 and the 'first' rule takes the first sample's 1."""
+    votes = sim.canonical_votes([2, 2, 1, 2, 1, 1, 1], 4, "tie")
+    assert votes.choices == [1, 1, 2, 2] and votes.choices[votes.anchor] == 2
+    out = pair_outcomes(votes, ReflectConfig(majority_tie_break="first"))
+    assert (out["reflectrm"][0], out["majority"][0], out["anchor"][0]) == (2, 1, 2)
+    model = sim.JudgeModel(0.5, n_samples=4)
+    df = sim.simulate_pairs(model, 3000, 12, ReflectConfig(majority_tie_break="first"))
+    tied = df[(df["w1"] == df["w2"]) & (df["w1"] > 0)]
+    assert len(tied) > 20 and (tied["reflectrm"] == tied["anchor"]).all()
+
+
+def test_fully_correlated_calls_act_as_one_and_fully_correlated_samples_as_one_sample():
+    """call_correlation 1: a pair's calls of one case all win or all lose. With a right anchor
+    never overruled and agreeing critiques never winning, a wrong anchor is then overruled with
+    probability reflection_wrong however many right critiques it meets (one call), whereas
+    independent calls overrule it with 1 - (1 - r)^k for k right critiques.
+    sample_correlation 1: a pair's samples are all right or all wrong, so majority, the anchor
+    and ReflectRM are one sample."""
+    r = 0.4
+    kw = {"reflection_right": 1.0, "reflection_wrong": r, "agree_win": 0.0, "n_samples": 6}
+    one = sim.JudgeModel(0.5, **kw, call_correlation=1.0)
+    d = sim._draw(one, 4000, 13)
+    others = d["parsed"] & (np.arange(6)[None, :] != d["anchor_index"][:, None])
+    for j in range(4000):
+        for case in (True, False):
+            sel = others[j] & (d["right"][j] == case)
+            assert len(set(d["wins"][j][sel])) <= 1  # calls of one case agree
+    for rho, want in ((1.0, lambda k: r), (0.0, lambda k: 1 - (1 - r) ** k)):
+        df = sim.simulate_pairs(replace(one, call_correlation=rho), 8000, 14)
+        for k in (2, 3):
+            sel = df[~df["anchor_right"] & (df["n1"] == k)]
+            got = (sel["reflectrm"] == 1).mean()
+            se = math.sqrt(want(k) * (1 - want(k)) / len(sel))
+            assert abs(got - want(k)) < 4 * se, (rho, k, got, want(k), len(sel))
+    same = sim.simulate_pairs(sim.JudgeModel(0.7, n_samples=5, sample_correlation=1.0), 2000, 15)
+    assert ((same["n1"] == 0) | (same["n2"] == 0)).all()
+    assert (same["majority"] == same["anchor"]).all() and (
+        same["reflectrm"] == same["anchor"]
+    ).all()
+    assert abs((same["anchor"] == 1).mean() - 0.7) < 0.04
+
+
+def test_zero_correlation_is_the_independent_draws():
+    """The latents have their own random stream: at zero correlation the draws are exactly those
+    of independent samples and calls (the map before the correlations existed)."""
+    a = sim.simulate_pairs(sim.JudgeModel(0.6, 0.7, 0.8, 0.4, n_samples=4), 500, 16)
+    b = sim.simulate_pairs(
+        sim.JudgeModel(0.6, 0.7, 0.8, 0.4, n_samples=4, sample_correlation=0.0), 500, 16
+    )
+    pd.testing.assert_frame_equal(a, b)
+    c = sim.simulate_pairs(sim.JudgeModel(0.6, 0.7, 0.8, 0.4, n_samples=4, call_correlation=0.5),
+                           500, 16)  # fmt: skip
+    assert not a.equals(c) and a[["n1", "n2", "anchor"]].equals(c[["n1", "n2", "anchor"]])
+
+
+def _hand_tables() -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]:
+    """Hand-made tables of one model. Stage 1: pair a right, right; b wrong, wrong (and one
+    unparsed); c right, wrong. Stage 2 (the real anchor's calls; a random-anchor call that the
+    parameters must ignore): pair x, anchor right: a wrong critique won, a wrong critique's call
+    failed (the anchor kept), a wrong critique lost, a right critique lost; pair y, anchor
+    wrong: a right critique won, a right critique's call failed, a wrong critique won."""
+    roll = pd.DataFrame(
+        {
+            "key": ["a", "a", "b", "b", "b", "c", "c"],
+            "choice": [1, 1, 2, 2, None, 1, 2],
+            "correct": [True, True, False, False, False, True, False],
+            "confidence": [-1.0, -2.0, -1.0, -2.0, -0.5, -1.0, -2.0],
+        }
+    )
+    preds = pd.DataFrame(
+        {"method": ["greedy", "greedy", "greedy", "majority"], "verdict": [1, None, 2, 1],
+         "correct": [True, False, False, True]}
+    )  # fmt: skip
+    refl = pd.DataFrame(
+        {
+            "key": ["x", "x", "x", "x", "y", "y", "y", "x"],
+            "method": ["reflectrm"] * 7 + ["random_anchor"],
+            "anchor_correct": [True, True, True, True, False, False, False, True],
+            "i_correct": [False, False, False, True, True, True, False, False],
+            "other_wins": [True, False, False, False, True, False, True, True],
+            "failure": [None, "missing", None, None, None, "tie", None, None],
+        }
+    )
+    return roll, preds, refl
+
+
+def test_the_parameters_by_hand_count_a_failed_call_as_the_anchor_kept():
+    roll, preds, refl = _hand_tables()
+    p = sim.parameters_from_tables(roll, preds, refl, n_samples=4, model="m")
+    assert p["accuracy"] == 3 / 6 and p["parse_rate"] == 6 / 7
+    # agreement of two samples of a pair: a and b agree, c not (2 of 3) against 0.5 by
+    # independence; full correlation would add 0.5 per comparison: (2/3 - 1/2) / (1/2)
+    assert p["sample_correlation"] == pytest.approx(1 / 3) and p["n_sample_correlation"] == 3
+    assert p["greedy_parse_rate"] == 2 / 3 and p["greedy_accuracy"] == 1 / 2
+    # anchor right, other wrong: 1 win in 3 calls, the failed one a call the anchor won
+    # (leaving it out would give 1/2, counting it as a win 2/3 overruled)
+    assert p["reflection_right"] == pytest.approx(2 / 3) and p["n_reflection_right"] == 3
+    # anchor wrong, other right: 1 win in 2 (the failed call kept the wrong anchor)
+    assert p["reflection_wrong"] == 0.5 and p["n_reflection_wrong"] == 2
+    assert p["agree_win"] == 0.5 and p["n_agree_win"] == 2  # x's right critique lost, y's won
+    assert p["n_call_correlation"] == 6 + 3  # two-call comparisons within x and within y
+    no_refl = sim.parameters_from_tables(roll, preds, None, n_samples=4)
+    assert math.isnan(no_refl["reflection_right"]) and math.isnan(no_refl["call_correlation"])
+
+
+def test_the_call_correlation_by_hand():
+    """One case (the other sample agrees with the anchor), won at rate 1/2 overall: pair x's
+    calls both won, y's both lost, z's split: the same 1/3 as for samples; calls that always
+    split are below 0 and clipped to 0 in the model."""
+    refl = pd.DataFrame(
+        {
+            "key": ["x", "x", "y", "y", "z", "z"],
+            "method": "reflectrm",
+            "anchor_correct": True,
+            "i_correct": True,
+            "other_wins": [True, True, False, False, True, False],
+        }
+    )
+    roll, preds, _ = _hand_tables()
+    p = sim.parameters_from_tables(roll, preds, refl, n_samples=3)
+    assert p["call_correlation"] == pytest.approx(1 / 3) and p["n_call_correlation"] == 3
+    split = refl.assign(key=["x", "x", "y", "y", "z", "z"], other_wins=[True, False] * 3)
+    q = sim.parameters_from_tables(roll, preds, split, n_samples=3)
+    assert q["call_correlation"] == pytest.approx(-1.0)
+    fitted = sim.judge_model_of(q | {"reflection_right": 0.5, "reflection_wrong": 0.5})
+    assert fitted is not None and fitted.call_correlation == 0.0
+
+
+def test_the_reflection_table_counts_a_failed_call_as_the_map_does():
+    """06's reflection table (prefers the correct critique) by hand on the hand-made calls: with
+    the anchor right, x's calls prefer wrong, right (failed: the anchor kept), right; with the
+    anchor wrong, y's prefer right, wrong (failed: the wrong anchor kept). Whatever the stored
+    column says (here: every call not preferring it), the table follows the vote's rule."""
+    from types import SimpleNamespace
+
+    from rmlib.analysis.quality import _reflection
+    from rmlib.reflect import prefers_correct
+
+    _, _, refl = _hand_tables()
+    got = prefers_correct(refl)
+    assert list(got.astype(object).where(got.notna(), None)) == [
+        False, True, True, None, True, False, None, False
+    ]  # fmt: skip
+    cfg = SimpleNamespace(eval=SimpleNamespace(n_bootstrap=20), run=SimpleNamespace(seed=0))
+    stored = refl.assign(prefers_correct=False)
+    table = _reflection("m", stored, cfg).set_index(["method", "case"])["prefers_correct"]
+    assert table[("reflectrm", "anchor right")] == pytest.approx(2 / 3)
+    assert table[("reflectrm", "anchor wrong")] == pytest.approx(1 / 2)
+    assert table[("reflectrm", "all informative")] == pytest.approx(3 / 5)
+
+
+def test_the_measured_correlations_recover_the_simulated_ones():
+    """Tables written from simulated draws give back the model's parameters, the correlations
+    included (the estimator and the model are the same arithmetic)."""
+    model = sim.JudgeModel(0.65, 0.6, 0.7, 0.4, n_samples=4, agree_win=0.3,
+                           sample_correlation=0.4, call_correlation=0.6)  # fmt: skip
+    n_pairs, n = 4000, model.n_samples
+    d = sim._draw(model, n_pairs, 17)
+    rows = pd.DataFrame(
+        {
+            "key": np.repeat(np.arange(n_pairs), n),
+            "choice": np.where(d["parsed"], np.where(d["right"], 1, 2), np.nan).ravel(),
+            "correct": d["right"].ravel(),
+            "confidence": d["confidence"].ravel(),
+        }
+    )
+    j, i = np.nonzero(d["parsed"] & (np.arange(n)[None, :] != d["anchor_index"][:, None]))
+    keep = d["anchor_index"][j] >= 0
+    j, i = j[keep], i[keep]
+    refl = pd.DataFrame(
+        {
+            "key": j,
+            "method": "reflectrm",
+            "anchor_correct": d["right"][j, d["anchor_index"][j]],
+            "i_correct": d["right"][j, i],
+            "other_wins": d["wins"][j, i],
+        }
+    )
+    preds = pd.DataFrame({"method": ["greedy"], "verdict": [1], "correct": [True]})
+    p = sim.parameters_from_tables(rows, preds, refl, n_samples=n)
+    for name in ("accuracy", "reflection_right", "reflection_wrong", "agree_win"):
+        assert p[name] == pytest.approx(getattr(model, name), abs=0.03), name
+    assert p["sample_correlation"] == pytest.approx(0.4, abs=0.05)
+    assert p["call_correlation"] == pytest.approx(0.6, abs=0.05)

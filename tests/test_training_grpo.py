@@ -15,6 +15,7 @@ import pandas as pd
 import pytest
 import torch
 from safetensors.torch import load_file
+from test_workbook import METRIC_DICT, TEXT_BAR
 
 from rmlib.data.demo import load_demo
 from rmlib.generation.models import TINY_QWEN3, load_tokenizer
@@ -98,7 +99,7 @@ def adapter(path: Path) -> dict[str, torch.Tensor]:
     return load_file(str(path / "adapter_model.safetensors"))
 
 
-def test_grpo_steps_change_the_adapter(mix, tmp_path):
+def test_grpo_steps_change_the_adapter(mix, tmp_path, capfd):
     m, _ = mix
     out = tmp_path / "run"
     judgment: dict[str, list[float]] = {}
@@ -122,7 +123,12 @@ def test_grpo_steps_change_the_adapter(mix, tmp_path):
     lora = {n: p for n, p in trainer.model.named_parameters() if p.requires_grad}
     assert lora and all(p.dtype == torch.float32 for p in lora.values())  # not TRL's bf16 cast
     before = {n: p.detach().clone() for n, p in lora.items()}
+    capfd.readouterr()
     trainer.train()
+    # quiet (notebook 03 relays this as text): no text progress bar, no raw metric dictionary
+    printed = capfd.readouterr()
+    lines = [p for t in (printed.out, printed.err) for ln in t.splitlines() for p in ln.split("\r")]
+    assert not [ln for ln in lines if METRIC_DICT.search(ln) or TEXT_BAR.search(ln)], lines
     changed = [n for n, p in lora.items() if not torch.equal(p.detach(), before[n])]
     assert len(changed) == len(lora)  # every LoRA matrix moved (B starts at zero)
     assert judgment["seen"] == [-0.5] * 4  # 2 steps x 2 completions; noise never parses

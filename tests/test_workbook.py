@@ -27,22 +27,135 @@ EXPECTED = [
 # pattern says why the notebook keeps it; anything else on stderr, or any warning, fails.
 EXPLAINED: dict[str, str] = {}
 NOISE = re.compile(r"warn|Traceback|deprecat", re.IGNORECASE)
+# A raw metric dictionary printed by a library (transformers' ProgressCallback / PrinterCallback
+# print TRL's {'loss': ..., 'grad_norm': ..., ...} at every logged step): a line that opens a
+# dict whose first entries are names with numbers. Three entries, so that a notebook printing a
+# small dict of its own on purpose (`{'n': 3}`) is not taken for one; a result's own dict shown
+# as a cell's value (execute_result) is the notebook's, and is not checked for it.
+# transformers prints the floats formatted, as quoted strings ('0.0123'): quoted or not
+METRIC_DICT = re.compile(
+    r"^\s*\{(\s*['\"][^'\"]+['\"]\s*:\s*['\"]?[-+]?(\d|\.\d|nan|inf)[^,]*,){2,}"
+)
+# A text progress bar (tqdm's format: '45%|####5     | 5/11 [00:03<00:04, 1.2it/s]'). A bar
+# drawn as a widget (JupyterLab, papermill: display data with a widget view) is not text and
+# is left alone; the same bar on stdout/stderr, or as plain text only, is.
+TEXT_BAR = re.compile(r"\d+%\|[^|\n]*\|\s*\d+(\.\d+)?[kMG]?/\d+")
+WIDGET = "application/vnd.jupyter.widget-view+json"
+
+
+def _output_texts(out: dict) -> tuple[str, str]:
+    """An output's kind ('stdout', 'stderr', 'display' or 'result') and the text a reader sees
+    of it: a stream's text, or the plain text of display data / a result that is no widget."""
+    if out.get("output_type") == "stream":
+        return out.get("name", "stdout"), out.get("text", "")
+    data = out.get("data", {})
+    kind = "result" if out.get("output_type") == "execute_result" else "display"
+    return kind, "" if WIDGET in data else str(data.get("text/plain", ""))
+
+
+def notebook_noise(executed: nbformat.NotebookNode, name: str) -> list[str]:
+    """One executed notebook's noise: stderr streams and warning-like text (minus EXPLAINED),
+    and anywhere in its outputs a raw metric dictionary or a text progress bar (no exception:
+    those are silenced at their source in rmlib, tests/test_training_grpo.py, rmlib/quiet.py)."""
+    found = []
+    for i, cell in enumerate(executed.cells):
+        for out in cell.get("outputs", []) if cell.cell_type == "code" else []:
+            kind, text = _output_texts(out)
+            # a bar redrawn in place: each carriage return starts what a terminal shows anew
+            lines = [part for line in text.splitlines() for part in line.split("\r")]
+            for line in lines:
+                if kind != "result" and METRIC_DICT.search(line):
+                    found.append(f"{name} cell {i}: metric dict: {line[:200]}")
+                elif TEXT_BAR.search(line):
+                    found.append(f"{name} cell {i}: text progress bar: {line[:200]}")
+                elif (kind == "stderr" or (kind == "stdout" and NOISE.search(text))) and (
+                    line.strip() and not any(re.search(p, line) for p in EXPLAINED)
+                ):
+                    found.append(f"{name} cell {i}: {line[:200]}")
+    return found
 
 
 def unexplained_noise(run: Path) -> list[str]:
-    """stderr streams and warning-like text in the executed notebooks, minus EXPLAINED."""
+    """`notebook_noise` of every executed notebook of a run folder."""
     found = []
     for nb in EXPECTED:
-        executed = nbformat.read(run / "notebooks" / f"{nb}.ipynb", as_version=4)
-        for i, cell in enumerate(executed.cells):
-            for out in cell.get("outputs", []) if cell.cell_type == "code" else []:
-                text = out.get("text", "") if out.get("output_type") == "stream" else ""
-                if out.get("name") != "stderr" and not NOISE.search(text):
-                    continue
-                for line in text.splitlines():
-                    if line.strip() and not any(re.search(p, line) for p in EXPLAINED):
-                        found.append(f"{nb} cell {i}: {line[:200]}")
+        found += notebook_noise(nbformat.read(run / "notebooks" / f"{nb}.ipynb", as_version=4), nb)
     return found
+
+
+def _executed(*outputs: dict) -> nbformat.NotebookNode:
+    """A hand-made executed notebook: one code cell with these outputs."""
+    nb = nbformat.v4.new_notebook()
+    cell = nbformat.v4.new_code_cell("train()", execution_count=1)
+    cell.outputs = [nbformat.from_dict(o) for o in outputs]
+    nb.cells = [nbformat.v4.new_markdown_cell("# x"), cell]
+    return nb
+
+
+def _stream(text: str, name: str = "stdout") -> dict:
+    return {"output_type": "stream", "name": name, "text": text}
+
+
+TRL_LOG = (
+    "{'loss': '0.0123', 'grad_norm': '0.45', 'learning_rate': '1e-05', 'num_tokens': '812.0', "
+    "'completions/mean_length': '24.0', 'reward': '-0.5', 'kl': '0.0', 'epoch': '0.5'}\n"
+)
+
+
+@pytest.mark.parametrize(
+    "outputs,why",
+    [
+        ([_stream("step 1/5  reward 0.1\n" + TRL_LOG)], "metric dict"),
+        (
+            [_stream(TRL_LOG.replace("'0", "0").replace("'-", "-").replace("'1", "1"))],
+            "metric dict",
+        ),
+        ([_stream(" 45%|####5     | 5/11 [00:03<00:04,  1.21it/s]\n")], "text progress bar"),
+        (
+            [_stream("\r  0%|          | 0/5 [00:00<?, ?it/s]\r 20%|##        | 1/5", "stderr")],
+            "text progress bar",
+        ),  # fmt: skip
+        (
+            [
+                {
+                    "output_type": "display_data",
+                    "metadata": {},
+                    "data": {"text/plain": "Map: 100%|██████████| 64/64 [00:00<00:00, 2.1kex/s]"},
+                }
+            ],
+            "text progress bar",
+        ),  # fmt: skip
+        ([_stream("something\n", "stderr")], "something"),
+    ],
+)
+def test_the_noise_check_fails_a_notebook_with_a_metric_dict_or_a_text_bar(outputs, why):
+    found = notebook_noise(_executed(*outputs), "03_training")
+    assert found and all(f.startswith("03_training cell 1: ") for f in found), found
+    assert any(why in f for f in found), found
+
+
+def test_the_noise_check_passes_what_a_notebook_shows_on_purpose():
+    widget = {
+        "output_type": "display_data",
+        "metadata": {},
+        "data": {
+            WIDGET: {"model_id": "abc", "version_major": 2, "version_minor": 0},
+            "text/plain": "stage 1:  45%|####5     | 5/11 [00:03<00:04]",
+        },
+    }
+    table = {
+        "output_type": "execute_result",
+        "execution_count": 1,
+        "metadata": {},
+        "data": {"text/plain": "{'n_pairs': 32, 'orders': 2, 'samples': 8}\n"},
+    }
+    shown = _executed(
+        _stream("step 1/5  reward 0.125 ± 0.300  parse-fail 0.00  kl 1.2e-03  loss 0.0123\n"),
+        _stream("run folder: runs/demo | models: ['base', 'unified'] | N = 8\n"),
+        widget,
+        table,
+    )
+    assert notebook_noise(shown, "03_training") == []
 
 
 def test_the_seven_notebooks_exist_in_order():

@@ -60,6 +60,7 @@ from rmlib.analysis.position import (
     length_bins,
     pair_lengths,
     position_bias_tables,
+    stage1_first_slot,
 )
 from rmlib.analysis.quality import analysis_quality_tables, n_grid
 from rmlib.analysis.simulation import (
@@ -98,6 +99,7 @@ __all__ = [
     "paper_layout",
     "pooled_rate",
     "position_bias_tables",
+    "stage1_first_slot",
     "records",
     "reflection_map",
     "reflection_pays",

@@ -15,7 +15,7 @@ from rmlib.analysis.common import WIDE_INTERVAL, fmt_ci, pooled_rate, records
 from rmlib.data import label_of
 from rmlib.run.config import RunConfig
 from rmlib.run.folder import RunFolder
-from rmlib.run.models import evaluated_models, sort_rows
+from rmlib.run.models import evaluated_models, sort_rows, stage1_model
 
 
 def position_bias_tables(cfg: RunConfig, run: RunFolder, n_bins: int = 5) -> dict[str, Any]:
@@ -30,6 +30,9 @@ def position_bias_tables(cfg: RunConfig, run: RunFolder, n_bins: int = 5) -> dic
       average), the paper's numbers beside ours where it reports them;
     - `length`: plain accuracy by the length difference of the two responses (characters of the
       better minus the worse), in `n_bins` quantile bins over the pairs;
+    - `stage1_first_slot`: per stage-1 judge, the share of its parsed stage-1 samples that say
+      Response 1 (`stage1_first_slot`), so the notebook shows this run's own slot preference
+      rather than claiming one;
     - `notes`: what could not be measured in this run, in words.
 
     Writes metrics.json section `position_bias`.
@@ -43,17 +46,57 @@ def position_bias_tables(cfg: RunConfig, run: RunFolder, n_bins: int = 5) -> dic
     cons = sort_rows(cons, "benchmark")
     length = length_bias_table(run, preds, cfg, n_bins)
     notes = _bias_notes(cons)
+    stage1 = stage1_first_slot(cfg, run)
     out = {
         "consistency": cons,
+        "stage1_first_slot": stage1,
         "paper": consistency_layout(cons),
         "length": length,
         "notes": notes,
     }
     run.update_metrics(
         "position_bias",
-        {"consistency": records(cons), "length": records(length), "notes": notes},
+        {
+            "consistency": records(cons),
+            "length": records(length),
+            "stage1_first_slot": records(stage1),
+            "notes": notes,
+        },
     )
     return out
+
+
+def stage1_first_slot(cfg: RunConfig, run: RunFolder) -> pd.DataFrame:
+    """Per stage-1 judge of the evaluated models (a reflection-only judge reads another's): the
+    share of its parsed stage-1 samples that say Response 1, with a bootstrap 95 % interval over
+    pairs, beside `label1_share` (the share of those samples' pairs whose better response is
+    Response 1: what a judge without slot preference would give), over every benchmark and order
+    judged; `n_samples` parsed of `n_rows`."""
+    boot = {"n_boot": cfg.eval.n_bootstrap, "seed": cfg.run.seed}
+    rows = []
+    judges = dict.fromkeys(stage1_model(cfg, m) for m in evaluated_models(cfg, run))
+    for judge in judges:
+        if not run.has_table(f"rollouts_{judge}"):
+            continue
+        roll = run.read_table(f"rollouts_{judge}")
+        parsed = roll[roll["choice"].notna()]
+        est, low, high = pooled_rate(
+            (parsed["choice"].astype(int) == 1).astype(float), parsed["id"], **boot
+        )
+        rows.append(
+            {
+                "stage1_judge": judge,
+                "says_response_1": est,
+                "ci_low": low,
+                "ci_high": high,
+                "label1_share": float((parsed["label"].astype(int) == 1).mean())
+                if len(parsed)
+                else np.nan,
+                "n_samples": len(parsed),
+                "n_rows": len(roll),
+            }
+        )
+    return pd.DataFrame(rows)
 
 
 def _bias_row(

@@ -12,7 +12,7 @@ import pandas as pd
 
 from rmlib import scoring
 from rmlib.analysis.common import methods_in, pooled_rate, records, wilson
-from rmlib.reflect import analysis_quality, calibration_table, majority_at_k
+from rmlib.reflect import analysis_quality, calibration_table, majority_at_k, prefers_correct
 from rmlib.reflect.settings import REFLECTION_CASES
 from rmlib.run.config import RunConfig
 from rmlib.run.folder import RunFolder
@@ -90,6 +90,9 @@ def _reflection(model: str, refl: pd.DataFrame, cfg: RunConfig) -> pd.DataFrame:
     if refl.empty:
         return pd.DataFrame()
     for method, g in refl.groupby("method", sort=False):
+        # a failed call counts as the vote and the map count it (prefers_correct), whatever
+        # rule the run's stored column followed
+        g = g.assign(prefers_correct=prefers_correct(g))
         info = g[g["prefers_correct"].notna()]
         for case in REFLECTION_CASES:
             sel = info

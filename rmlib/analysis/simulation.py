@@ -7,10 +7,26 @@ most confident parsed sample; each stage-2 call of another parsed sample against
 makes it a winner with a probability set by the case: anchor right and the other wrong, the
 reflection keeps the anchor with `reflection_right`; anchor wrong and the other right, it
 overrules with `reflection_wrong`; the two of the same verdict, the other wins with
-`agree_win`. The greedy judgment is one more draw: it parses with `greedy_parse_rate` and is
-then right with `greedy_accuracy`. Samples, confidences and calls are independent given these
-parameters: real judges are not (a hard pair is hard for every sample), which is one reason the
-model is a model.
+`agree_win`; a call that does not parse is a call the anchor won (method.md §4), so these
+rates count it as the vote does (and 06's reflection table too: `rmlib.reflect.prefers_correct`).
+The greedy judgment is one more draw: it parses with `greedy_parse_rate` and is then right with
+`greedy_accuracy`.
+
+Within a pair, draws are correlated by two parameters (a real judge finds a hard pair hard for
+every sample, and its greedy stage-2 calls re-judge the same pair):
+
+- `sample_correlation` (rho_1): each pair draws its own accuracy from a Beta distribution with
+  mean `accuracy` and intra-class correlation rho_1 (the beta-binomial model), and its samples
+  are right with that probability: 0 is independent samples, 1 makes a pair's samples all right
+  or all wrong;
+- `call_correlation` (rho_2): with probability rho_2 a pair's stage-2 calls all read one shared
+  uniform draw (a call wins when it falls below its case's rate), otherwise each call draws its
+  own: 0 is independent calls, 1 makes the N-1 calls act as one (calls of the same case agree).
+
+Either way two draws of a pair are right together (win together) more often than independence
+predicts by rho x (what full correlation would add), which is how `within_pair_correlation`
+measures both from a run. Confidences and the greedy judgment stay independent given these
+parameters, which is one reason the model is a model.
 
 The verdicts are then the run's own: each simulated pair becomes the registry's per-pair input
 (`rmlib.reflect.registry.PairVotes`) and each method's vote is `registry.BY_NAME[m].vote` with
@@ -73,6 +89,8 @@ class JudgeModel:
     N. agree_win: an other sample of the anchor's verdict beats the anchor's critique.
     parse_rate: a sample's verdict parses. greedy_accuracy, greedy_parse_rate: the greedy
     judgment is right (given it parses), and parses (None: `accuracy`, `parse_rate`).
+    sample_correlation, call_correlation: the within-pair correlation of the stage-1 samples'
+    correctness and of the stage-2 calls' outcomes (0 independent, 1 one draw per pair).
     """
 
     accuracy: float
@@ -84,9 +102,12 @@ class JudgeModel:
     parse_rate: float = 1.0
     greedy_accuracy: float | None = None
     greedy_parse_rate: float | None = None
+    sample_correlation: float = 0.0
+    call_correlation: float = 0.0
 
     def __post_init__(self) -> None:
-        for name in ("accuracy", "reflection_right", "reflection_wrong", "agree_win"):
+        names = ("accuracy", "reflection_right", "reflection_wrong", "agree_win")
+        for name in (*names, "sample_correlation", "call_correlation"):
             if not 0.0 <= getattr(self, name) <= 1.0:
                 raise ValueError(f"{name} must be in [0, 1], got {getattr(self, name)}")
         for name in ("greedy_accuracy", "greedy_parse_rate"):
@@ -107,13 +128,31 @@ class JudgeModel:
         return math.sqrt(2) * NormalDist().inv_cdf(self.confidence_auc)
 
 
+def _pair_accuracy(
+    accuracy: float, rho: float, n_pairs: int, rng: np.random.Generator
+) -> np.ndarray:
+    """Each pair's probability that a sample is right: Beta with mean `accuracy` and intra-class
+    correlation `rho` (a + b = 1/rho - 1); at rho 0 (or a certain accuracy) every pair's is
+    `accuracy`, at rho 1 it is 0 or 1."""
+    if rho == 0 or accuracy in (0.0, 1.0):
+        return np.full(n_pairs, accuracy)
+    if rho == 1:
+        return (rng.random(n_pairs) < accuracy).astype(float)
+    total = 1.0 / rho - 1.0
+    return rng.beta(accuracy * total, (1.0 - accuracy) * total, n_pairs)
+
+
 def _draw(model: JudgeModel, n_pairs: int, seed: int) -> dict[str, np.ndarray]:
     """The simulated pairs as counts (COUNT_COLUMNS; every pair's label is 1: a right verdict
     is 1), with the raw draws they come from."""
     rng = np.random.default_rng(seed)
+    # the per-pair latents come from their own stream, so at zero correlation the draws are
+    # exactly those of independent samples and calls with the same seed
+    latent = np.random.default_rng([seed, 1])
     n = model.n_samples
     parsed = rng.random((n_pairs, n)) < model.parse_rate
-    right = rng.random((n_pairs, n)) < model.accuracy
+    p_right = _pair_accuracy(model.accuracy, model.sample_correlation, n_pairs, latent)
+    right = rng.random((n_pairs, n)) < p_right[:, None]
     conf = rng.standard_normal((n_pairs, n)) + model.confidence_shift * right
     has = parsed.any(axis=1)
     # the most confident parsed sample (select_anchor's rule; ties have probability 0)
@@ -127,7 +166,10 @@ def _draw(model: JudgeModel, n_pairs: int, seed: int) -> dict[str, np.ndarray]:
         model.agree_win,
         np.where(anchor_right[:, None], 1.0 - model.reflection_right, model.reflection_wrong),
     )
-    wins = others & (rng.random((n_pairs, n)) < p_win)
+    u = rng.random((n_pairs, n))
+    one_draw = latent.random(n_pairs) < model.call_correlation
+    u = np.where(one_draw[:, None], latent.random(n_pairs)[:, None], u)
+    wins = others & (u < p_win)
     first = np.argmax(parsed, axis=1)
     g_parse = model.parse_rate if model.greedy_parse_rate is None else model.greedy_parse_rate
     g_parsed = rng.random(n_pairs) < g_parse
@@ -139,6 +181,7 @@ def _draw(model: JudgeModel, n_pairs: int, seed: int) -> dict[str, np.ndarray]:
         "right": right,
         "confidence": conf,
         "anchor_index": np.where(has, anchor, -1),
+        "wins": wins,
         "n1": (parsed & right).sum(axis=1),
         "n2": (parsed & ~right).sum(axis=1),
         "first": np.where(has, np.where(right[rows, first], 1, 2), 0),
@@ -311,53 +354,117 @@ def confidence_auc(rollouts: pd.DataFrame) -> tuple[float, int]:
     return (wins / total if total else math.nan), total
 
 
+def within_pair_correlation(
+    groups: pd.Series, outcome: pd.Series, rate: pd.Series
+) -> tuple[float, int]:
+    """The within-pair correlation rho of binary draws, by the method of moments: over every two
+    draws of the same group (pair), how much more often they agree than independence predicts,
+    as a share of what full correlation would add.
+
+    outcome: each draw's result (right, won); rate: its modelled probability (the case's rate).
+    Two draws with rates p and q agree with probability pq + (1-p)(1-q) when independent and
+    1 - |p - q| when they are one draw (both below one uniform), and the model's rho mixes the
+    two, so rho = sum(agreed - independent) / sum(one draw - independent). With one rate p this
+    is the beta-binomial intra-class correlation (the denominator is 2p(1-p) per two draws).
+    Returns (rho, the number of two-draw comparisons); rho is NaN where no group has two draws
+    that independence does not already fix (every rate 0 or 1). It can be below 0 (draws that
+    disagree more than chance); the model clips it to [0, 1] (`judge_model_of`)."""
+    frame = pd.DataFrame(
+        {"g": groups.to_numpy(), "y": outcome.astype(float).to_numpy(),
+         "p": rate.astype(float).to_numpy()}
+    )  # fmt: skip
+    frame["n"] = np.arange(len(frame))
+    # every two draws of one group, once each (a self-join on the group)
+    two = frame.merge(frame, on="g", suffixes=("_i", "_j"))
+    two = two[two["n_i"] < two["n_j"]]
+    p, q = two["p_i"].to_numpy(), two["p_j"].to_numpy()
+    independent = p * q + (1 - p) * (1 - q)
+    excess = float(((two["y_i"] == two["y_j"]).to_numpy() - independent).sum())
+    room = float((1 - np.abs(p - q) - independent).sum())
+    n_cmp = len(two)
+    return (excess / room if room > 0 else math.nan), n_cmp
+
+
 def _rate(x: pd.Series) -> float:
     return float(x.astype(float).mean()) if len(x) else math.nan
 
 
-def measured_parameters(cfg: RunConfig, run: RunFolder, model: str) -> dict[str, Any]:
-    """The model's parameters as the run measured them for `model` (its stage-1 judge's
-    rollouts, its own reflections): stage-1 accuracy and parse rate of the samples, the
-    within-pair confidence AUC, and from the real anchor's stage-2 calls the rates at which the
-    other sample won, by case (a failed call counts as the anchor kept, as the vote counts it;
-    06's reflection table counts it as not preferring the correct critique). NaN where the run
-    had no such sample or call."""
-    roll = run.read_table(f"rollouts_{stage1_model(cfg, model)}")
-    preds = run.read_table(f"predictions_{model}")
-    refl = run.read_table(f"reflections_{model}") if run.has_table(f"reflections_{model}") else None
+# the stage-2 cases by (anchor right, other right): the parameter whose rate of the other
+# winning a call of that case is read off the run (reflection_right is 1 minus that rate)
+_CASES = {
+    (True, False): "reflection_right",
+    (False, True): "reflection_wrong",
+    (True, True): "agree_win",
+    (False, False): "agree_win",
+}
+
+
+def parameters_from_tables(
+    rollouts: pd.DataFrame,
+    predictions: pd.DataFrame,
+    reflections: pd.DataFrame | None,
+    n_samples: int,
+    model: str = "",
+) -> dict[str, Any]:
+    """The model's parameters from one model's tables (`measured_parameters` reads them off a
+    run folder): stage-1 accuracy and parse rate of the samples, the within-pair confidence AUC
+    and sample correlation (`within_pair_correlation` of parsed samples' correctness, each at
+    the pooled accuracy), the greedy judgment's parse rate and accuracy, and from the real
+    anchor's stage-2 calls the rates at which the other sample won, by case, and the call
+    correlation (`within_pair_correlation` of `other_wins`, each call at its case's rate). A
+    failed call counts as the vote counts it: by its `other_wins` (by default the anchor kept);
+    06's reflection table counts it the same way (`rmlib.reflect.prefers_correct`). NaN where
+    the run had no such sample or call; `n_<name>` says how many each rate rests on."""
+    roll = rollouts
     parsed = roll[roll["choice"].notna()]
     auc, n_cmp = confidence_auc(roll)
+    accuracy = _rate(parsed["correct"])
+    rho1, n_rho1 = within_pair_correlation(
+        parsed["key"], parsed["correct"].astype(bool), pd.Series(accuracy, index=parsed.index)
+    )
     out: dict[str, Any] = {
         "model": model,
-        "n_samples": int(cfg.inference.n_samples),
-        "accuracy": _rate(parsed["correct"]),
+        "n_samples": int(n_samples),
+        "accuracy": accuracy,
         "parse_rate": _rate(roll["choice"].notna()),
         "confidence_auc": auc,
         "n_auc_comparisons": n_cmp,
+        "sample_correlation": rho1,
+        "n_sample_correlation": n_rho1,
     }
-    g = preds[preds["method"] == "greedy"]
+    g = predictions[predictions["method"] == "greedy"]
     out["greedy_parse_rate"] = _rate(g["verdict"].notna())
     out["greedy_accuracy"] = _rate(g.loc[g["verdict"].notna(), "correct"])
-    real = refl[refl["method"] == "reflectrm"] if refl is not None and len(refl) else None
-    cases = {"reflection_right": (True, False), "reflection_wrong": (False, True)}
-    for name, (a_ok, i_ok) in cases.items():
-        if real is None:
+    have = reflections is not None and len(reflections) > 0
+    real = reflections[reflections["method"] == "reflectrm"] if have else None
+    if real is None or real.empty:
+        for name in ("reflection_right", "reflection_wrong", "agree_win", "call_correlation"):
             out[name], out[f"n_{name}"] = math.nan, 0
-            continue
-        sel = real[
-            (real["anchor_correct"].astype(bool) == a_ok) & (real["i_correct"].astype(bool) == i_ok)
-        ]
-        won = _rate(sel["other_wins"])
-        out[name] = 1.0 - won if a_ok else won
-        out[f"n_{name}"] = len(sel)
-    agree = (
-        real[real["anchor_correct"].astype(bool) == real["i_correct"].astype(bool)]
-        if real is not None
-        else None
+        return out
+    case = [
+        _CASES[(bool(a), bool(i))]
+        for a, i in zip(real["anchor_correct"], real["i_correct"], strict=True)
+    ]
+    won = real["other_wins"].astype(bool)
+    win_rate = won.groupby(case).mean()
+    for name in ("reflection_right", "reflection_wrong", "agree_win"):
+        rate = float(win_rate.get(name, math.nan))
+        out[name] = 1.0 - rate if name == "reflection_right" else rate
+        out[f"n_{name}"] = case.count(name)
+    rates = pd.Series([float(win_rate[c]) for c in case], index=real.index)
+    out["call_correlation"], out["n_call_correlation"] = within_pair_correlation(
+        real["key"], won, rates
     )
-    out["agree_win"] = _rate(agree["other_wins"]) if agree is not None else math.nan
-    out["n_agree_win"] = 0 if agree is None else len(agree)
     return out
+
+
+def measured_parameters(cfg: RunConfig, run: RunFolder, model: str) -> dict[str, Any]:
+    """The model's parameters as the run measured them for `model` (its stage-1 judge's
+    rollouts, its own reflections): `parameters_from_tables` on the run's tables."""
+    roll = run.read_table(f"rollouts_{stage1_model(cfg, model)}")
+    preds = run.read_table(f"predictions_{model}")
+    refl = run.read_table(f"reflections_{model}") if run.has_table(f"reflections_{model}") else None
+    return parameters_from_tables(roll, preds, refl, int(cfg.inference.n_samples), model)
 
 
 # parameters the model needs from the run (the others fall back to JudgeModel's defaults)
@@ -366,7 +473,8 @@ REQUIRED = ("accuracy", "confidence_auc", "reflection_right", "reflection_wrong"
 
 def judge_model_of(measured: dict[str, Any]) -> JudgeModel | None:
     """The JudgeModel of measured parameters; None when one of REQUIRED is missing (NaN). An
-    AUC of exactly 0 or 1 is clipped to 0.001 / 0.999 (the normal model has no such judge)."""
+    AUC of exactly 0 or 1 is clipped to 0.001 / 0.999 (the normal model has no such judge), a
+    correlation to [0, 1]."""
     if any(not math.isfinite(float(measured.get(k, math.nan))) for k in REQUIRED):
         return None
     optional = {
@@ -375,6 +483,12 @@ def judge_model_of(measured: dict[str, Any]) -> JudgeModel | None:
         if math.isfinite(float(measured.get(k, math.nan)))
         and (k != "parse_rate" or measured[k] > 0)
     }
+    # a measured correlation below 0 (draws that disagree more than chance) or above 1 (noise)
+    # has no judge in the model: clipped to [0, 1]; unmeasured (NaN) is independence
+    for k in ("sample_correlation", "call_correlation"):
+        value = float(measured.get(k, math.nan))
+        if math.isfinite(value):
+            optional[k] = min(max(value, 0.0), 1.0)
     return JudgeModel(
         accuracy=float(measured["accuracy"]),
         confidence_auc=min(max(float(measured["confidence_auc"]), 0.001), 0.999),
@@ -402,8 +516,10 @@ def reflection_pays(
       (one reflection accuracy for both cases) and "overrule" (the y axis is the accuracy when
       the anchor is wrong; when it is right, the run's measured value);
     - `run`: one row per method: the accuracy the model predicts from the run's measured
-      parameters beside the accuracy measured (plain accuracy over every judged pair and order,
-      a bootstrap 95 % interval over pairs), and the parameters themselves.
+      parameters (`predicted`; `predicted_independent` with both correlations 0) beside the
+      accuracy measured (plain accuracy over every judged pair and order, a bootstrap 95 %
+      interval over pairs) and whether the prediction falls inside it (`inside`);
+    - `parameters`: the measured parameters themselves.
 
     model: default the headline model (unified when evaluated). seed: default cfg.run.seed.
     Writes metrics.json section `reflection_map`.
@@ -430,9 +546,12 @@ def reflection_pays(
         over = reflection_map(accuracy, n, reflection_right=keep, **common)
         panels.append(over.assign(panel="overrule"))
     grid = pd.concat(panels, ignore_index=True)
-    predicted = (
+    sim_kw = {"cfg": cfg.inference, "failure_credit": cfg.eval.failure_credit}
+    predicted = simulated_accuracy(fitted, n_pairs, seed, **sim_kw) if fitted else {}
+    # the same judge with independent samples and calls: what the correlations change
+    independent = (
         simulated_accuracy(
-            fitted, n_pairs, seed, cfg.inference, failure_credit=cfg.eval.failure_credit
+            replace(fitted, sample_correlation=0.0, call_correlation=0.0), n_pairs, seed, **sim_kw
         )
         if fitted
         else {}
@@ -447,14 +566,18 @@ def reflection_pays(
             n_boot=cfg.eval.n_bootstrap,
             seed=cfg.run.seed,
         )
+        pred = predicted.get(m, math.nan)
         rows.append(
             {
                 "model": model,
                 "method": m,
-                "predicted": predicted.get(m, math.nan),
+                "predicted": pred,
+                "predicted_independent": independent.get(m, math.nan),
                 "measured": est,
                 "ci_low": low,
                 "ci_high": high,
+                # NaN compares False: a run the model could not place is not inside
+                "inside": bool(low <= pred <= high),
                 "n": len(p),
             }
         )

@@ -26,7 +26,8 @@ import os
 import shutil
 import sys
 import tempfile
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Literal
 
@@ -349,7 +350,7 @@ def load_backbone(
         "device_map": device_map,
     }
     kwargs.update(_precision_kwargs(precision, on_cuda))
-    with _hub_errors(path, "model"):
+    with _hub_errors(path, "model"), no_loading_bars():
         model = AutoModelForCausalLM.from_pretrained(path, **kwargs)
     if precision == "nf4" and not on_cuda:
         guard_bnb_cpu(model)
@@ -381,6 +382,24 @@ def _apply_adapter(model: Any, adapter: str) -> Any:
 
     with _hub_errors(adapter, "adapter"):
         return PeftModel.from_pretrained(model, adapter, is_trainable=False)
+
+
+@contextmanager
+def no_loading_bars() -> Iterator[None]:
+    """transformers' own progress bars (weights loaded, checkpoint shards) off while a model
+    loads, then as they were: a reader of notebooks 02-04 cannot act on a bar of a load that
+    takes seconds, and transformers draws it as text on stderr even in a notebook (its
+    `logging.tqdm` is the plain tqdm). transformers' switch turns the hub's bars with it, so
+    they are restored too; a download of `rmlib fetch` (no load) keeps its bars."""
+    from transformers.utils import logging as hf_logging
+
+    was = hf_logging.is_progress_bar_enabled()
+    hf_logging.disable_progress_bar()
+    try:
+        yield
+    finally:
+        if was:
+            hf_logging.enable_progress_bar()
 
 
 class _hub_errors:
@@ -472,7 +491,8 @@ def merge_adapter(
     base, tokenizer = load_backbone(
         backbone, precision="fp32", trust_remote_code=trust_remote_code, device_map="cpu"
     )
-    merged = PeftModel.from_pretrained(base, str(adapter_dir)).merge_and_unload()
+    with no_loading_bars():
+        merged = PeftModel.from_pretrained(base, str(adapter_dir)).merge_and_unload()
     merged = merged.to(torch.bfloat16 if dtype == "bf16" else torch.float32)
     out = Path(out_dir)
     merged.save_pretrained(str(out), safe_serialization=True)

@@ -387,7 +387,15 @@ def reflection_map_figure(
             ("agree_win", "an agreeing critique beats the anchor's"),
         )
     )
-    fig.suptitle(f"{title}\nN = {prm.get('n_samples')}, {fixed} (the run's)", fontsize=10)
+    # the within-pair correlations as measured (the model clips them to [0, 1])
+    rho = ", ".join(
+        f"{label} {float(prm.get(key, math.nan)):.2f}"
+        for key, label in (
+            ("sample_correlation", "within-pair correlation of samples"),
+            ("call_correlation", "of stage-2 calls"),
+        )
+    )
+    fig.suptitle(f"{title}\nN = {prm.get('n_samples')}, {fixed};\n{rho} (the run's)", fontsize=10)
     fig.text(0.01, -0.02, _prediction_line(run_table), fontsize=8, ha="left", va="top", wrap=True)
     return save(fig, run, "reflection_map")
 
@@ -444,6 +452,8 @@ def _prediction_line(run_table: pd.DataFrame) -> str:
         measured = f"{pct(r['measured']):.1f} % [{pct(r['ci_low']):.1f}, {pct(r['ci_high']):.1f}]"
         predicted = pct(r["predicted"])
         model = f"{predicted:.1f} %" if math.isfinite(predicted) else "none (run not placed)"
+        if math.isfinite(predicted) and not r.get("inside", True):
+            model += " (outside the interval)"
         parts.append(f"{method_label(str(r['method']))}: model {model}, measured {measured}")
     name = run_table["model"].iloc[0]
     return f"The run ({name}), model from its measured parameters beside measured: " + "; ".join(

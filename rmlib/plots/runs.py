@@ -73,12 +73,21 @@ TRAINING_PANELS: tuple[tuple[str, str], ...] = (
 
 
 @styled
-def training_curves(log: pd.DataFrame, run: RunFolder, warn_share: float | None = None) -> Figure:
+def training_curves(
+    log: pd.DataFrame,
+    run: RunFolder,
+    warn_share: float | None = None,
+    reward_range: tuple[float, float] = (0.0, 1.0),
+) -> Figure:
     """Reward (with ± one standard deviation across the batch), parse-failure rate and KL over
     optimizer steps, one line per trained variant; below them, when GRPO sampled on vLLM, what
     TRL's importance sampling did (its ratio, the learner/sampler log-prob gap, the shares of
     sequences it zeroed or clipped and left faint, with `warn_share` drawn as a line). Missing
-    columns or values leave a panel that says so."""
+    columns or values leave a panel that says so.
+
+    reward_range: the lowest and highest reward a completion can get (0 and 1, or the
+    unparseable penalty when it is below 0): the ± 1 s.d. band is cut there, since no reward
+    lies outside it (a band past it would draw rewards that cannot happen)."""
     sampled = log is not None and any(
         k in log and log[k].notna().any() for k in (CUT_SEQUENCES, *IS_RATIO_KEYS)
     )
@@ -99,11 +108,12 @@ def training_curves(log: pd.DataFrame, run: RunFolder, warn_share: float | None 
             ax.plot(g["step"], y, marker=".", color=color, label=f"{v} ({len(g)} steps)")
             if col == "reward" and "reward_std" in g and g["reward_std"].notna().any():
                 sd = g["reward_std"].astype(float).fillna(0)
-                ax.fill_between(g["step"], y - sd, y + sd, color=color, alpha=0.15)
+                low, high = (y - sd).clip(*reward_range), (y + sd).clip(*reward_range)
+                ax.fill_between(g["step"], low, high, color=color, alpha=0.15)
         ax.set_xlabel("optimizer step")
         ax.set_ylabel(ylabel)
         ax.legend()
-    axes[0].set_title("Reward (band: ± 1 s.d. in the batch)")
+    axes[0].set_title("Reward (band: ± 1 s.d. in the batch, within the reward's range)")
     axes[1].set_title("Parse failures")
     axes[2].set_title("KL divergence")
     if sampled:

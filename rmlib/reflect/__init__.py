@@ -28,7 +28,12 @@ backend), `quality` (what notebook 06 reads back).
 """
 
 from rmlib.reflect.method import ReflectResult, judged_orders, run_reflectrm
-from rmlib.reflect.quality import analysis_quality, calibration_table, majority_at_k
+from rmlib.reflect.quality import (
+    analysis_quality,
+    calibration_table,
+    majority_at_k,
+    prefers_correct,
+)
 from rmlib.reflect.registry import METHODS, REGISTRY, STAGE2_METHODS, Method, PairVotes
 from rmlib.reflect.rules import (
     draw_random_winners,
@@ -60,6 +65,7 @@ __all__ = [
     "STAGE2_METHODS",
     "TieBreak",
     "analysis_quality",
+    "prefers_correct",
     "calibration_table",
     "draw_random_winners",
     "final_vote",

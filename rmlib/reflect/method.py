@@ -15,6 +15,7 @@ from rmlib.data.pair import Pair, both_orders
 from rmlib.generation.base import Backend
 from rmlib.judge import judgments as judge
 from rmlib.judge.prompts import PromptFormat
+from rmlib.reflect.quality import prefers_correct
 from rmlib.reflect.registry import REGISTRY, PairVotes, pair_outcomes
 from rmlib.reflect.rules import (
     pair_rng,
@@ -258,7 +259,8 @@ def _annotate_reflections(refl: pd.DataFrame, plans: list[_PairPlan]) -> pd.Data
     """Add each critique's verdict and correctness, and whether the reflection chose the right one.
 
     `prefers_correct` is defined only when exactly one of the two critiques is correct (method.md
-    §6: the reflection's own accuracy); an unparseable reflection counts as not preferring it.
+    §6: the reflection's own accuracy); an unparseable reflection counts as the vote counts it
+    (`other_wins`: by default the anchor wins), `rmlib.reflect.quality.prefers_correct`.
     """
     by_key = {pp.pair.key: pp for pp in plans}
     i_choice, a_choice, label = [], [], []
@@ -271,12 +273,7 @@ def _annotate_reflections(refl: pd.DataFrame, plans: list[_PairPlan]) -> pd.Data
     refl["i_choice"], refl["anchor_choice"], refl["label"] = i_choice, a_choice, label
     refl["i_correct"] = refl["i_choice"] == refl["label"]
     refl["anchor_correct"] = refl["anchor_choice"] == refl["label"]
-    picked_other = refl["choice"].notna() & (refl["choice"] != refl["anchor_slot"])
-    picked_correct = (picked_other & refl["i_correct"]) | (
-        refl["choice"].notna() & ~picked_other & refl["anchor_correct"]
-    )
-    informative = refl["i_correct"] != refl["anchor_correct"]
-    refl["prefers_correct"] = picked_correct.astype("boolean").where(informative, pd.NA)
+    refl["prefers_correct"] = prefers_correct(refl)
     return refl
 
 

@@ -15,6 +15,19 @@ from rmlib.reflect.rules import majority_vote, pair_rng
 from rmlib.reflect.settings import TieBreak
 
 
+def prefers_correct(reflections: pd.DataFrame) -> pd.Series:
+    """Per stage-2 call, whether its outcome sides with the correct critique, by the vote's own
+    rule: the call's `other_wins` (which already applies `inference.reflection_failure` to a call
+    that did not parse: by default the anchor wins, method.md §4), so the reflection table of
+    notebook 06, the vote and the map of `rmlib.analysis.simulation` count a failed call alike.
+    Defined (else NA) only where exactly one of the two critiques is correct (method.md §6)."""
+    other = reflections["other_wins"].astype(bool)
+    i_ok = reflections["i_correct"].astype(bool)
+    a_ok = reflections["anchor_correct"].astype(bool)
+    picked = (other & i_ok) | (~other & a_ok)
+    return picked.astype("boolean").where(i_ok != a_ok, pd.NA)
+
+
 def majority_at_k(
     rollouts: pd.DataFrame,
     ks: Sequence[int] = (1, 2, 4, 8),
@@ -64,13 +77,14 @@ def analysis_quality(
 
     rollout_accuracy: share of parsed stage-1 verdicts that are right; reflection_accuracy: how
     often a reflection prefers the correct critique where exactly one of the two is correct
-    (failures count as not); winner_accuracy: share of the real method's winners whose verdict
-    is right; anchor/final accuracy from the predictions; calibration: parsed rollouts in
-    `n_bins` confidence quantile bins (mean confidence, accuracy, n).
+    (`prefers_correct`: a failed call counts as the vote counts it); winner_accuracy: share of
+    the real method's winners whose verdict is right; anchor/final accuracy from the
+    predictions; calibration: parsed rollouts in `n_bins` confidence quantile bins (mean
+    confidence, accuracy, n).
     """
     parsed = rollouts[rollouts["choice"].notna()]
     real = reflections[reflections["method"] == "reflectrm"] if len(reflections) else reflections
-    informative = real["prefers_correct"].dropna() if len(real) else pd.Series(dtype=bool)
+    informative = prefers_correct(real).dropna() if len(real) else pd.Series(dtype=bool)
     winners = real[real["other_wins"].astype(bool)] if len(real) else real
     by_method = predictions.groupby("method")["correct"].mean().to_dict()
     return {

@@ -236,8 +236,26 @@ def build_trainer(
             callbacks=[progress_callback(output_dir, verbose=verbose), *callbacks],
             faint_weight=cfg.importance_sampling_faint_weight,
         )
+    quiet_trainer(trainer)
     set_adapter_dtype(trainer.model, cfg.adapter_dtype)
     guard_bnb_cpu(trainer.model)
+    return trainer
+
+
+def quiet_trainer(trainer: Any) -> Any:
+    """Take transformers' console callbacks off a trainer: its text progress bar and the raw
+    metric dictionary (about 40 of TRL's keys) it prints at every logged step, which notebook 03
+    relayed from the training process as text (tests/test_workbook.py fails an executed notebook
+    on either). The progress table's callback keeps one line per logged step (`verbose`) and the
+    run's status line (`rmlib.status`); the metrics are in progress.csv and 03's curves."""
+    from transformers.trainer_callback import PrinterCallback, ProgressCallback
+
+    # the notebook's own bar by name: importing transformers.utils.notebook imports IPython
+    for cb in list(trainer.callback_handler.callbacks):
+        if isinstance(cb, (ProgressCallback, PrinterCallback)) or (
+            type(cb).__name__ == "NotebookProgressCallback"
+        ):
+            trainer.remove_callback(cb)
     return trainer
 
 
