@@ -19,7 +19,7 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from importlib import metadata
 from pathlib import Path
@@ -181,10 +181,13 @@ def execute(
     overrides: dict[str, Any] | None = None,
     force: bool = False,
     progress: bool = True,
+    prepare: Callable[[Path], None] | None = None,
 ) -> tuple[RunFolder, list[NotebookResult]]:
     """Run a profile's notebooks in order into outputs/<name>/, resuming completed ones.
 
-    The run folder is locked for the whole run: a second `rmlib run` on it is refused."""
+    The run folder is locked for the whole run: a second `rmlib run` on it is refused.
+    prepare: called with the folder once its lock is held, before anything is written in it
+    (the preflight empties its folder there: never one another process is running in)."""
     if name:  # validated as the params' run.name is: one plain folder name
         overrides = {**(overrides or {}), "run.name": name}
     cfg = load_config(params_file, overrides)
@@ -194,6 +197,9 @@ def execute(
     run = RunFolder(Path(cfg.run.output_root) / cfg.run.name)
     refuse_link(run.params_file, "the run folder's params")  # before anything is written
     with holding(run.path):
+        if prepare is not None:
+            prepare(run.path)
+            run = RunFolder(run.path)  # its subfolders again, after what prepare removed
         return run, _execute(cfg, run, force=force, progress=progress)
 
 
