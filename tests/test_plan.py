@@ -759,3 +759,35 @@ def test_calibrate_cpu_is_one_command(tmp_path):
     far = [f"--measured={nb}={s * 3}" for nb, s in seconds.items()]
     out = subprocess.run([*args, *far], cwd=ROOT, capture_output=True, text=True, timeout=300)
     assert out.returncode == 1 and "OUTSIDE" in out.stdout
+
+
+def test_a_full_disk_leaves_the_earlier_lengths_file_whole(tmp_path):
+    """`rmlib data stats --lengths` adds its entry through a temporary file renamed over the
+    old one: a disk that fills mid-write (a file size limit, as `ulimit -f`) is one line naming
+    the file, and the sources it held are kept. One subprocess (about 2 s)."""
+    import resource
+
+    from rmlib.workbook.plan.lengths import write_lengths
+
+    out = tmp_path / "lengths.json"
+    write_lengths(out, "demo", {"prompt_tokens": {"mean": 200.0}, "pairs": 8})
+    before = out.read_bytes()
+    code = (
+        "from rmlib.workbook.plan.lengths import write_lengths\n"
+        f"write_lengths({str(out)!r}, 'rewardbench', "
+        "{'prompt_tokens': {'mean': 500.0}, 'note': 'x' * 20000})\n"
+    )
+
+    def limit() -> None:
+        resource.setrlimit(resource.RLIMIT_FSIZE, (4096, 4096))
+
+    run = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, preexec_fn=limit
+    )
+    assert run.returncode == 1
+    assert run.stderr.strip().splitlines()[-1] == (
+        f"OSError: {out}: the lengths file could not be written (File too large); its earlier "
+        "entries are kept as they were"
+    )
+    assert out.read_bytes() == before
+    assert [p.name for p in tmp_path.iterdir()] == ["lengths.json"]  # no temporary file left
