@@ -24,6 +24,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from rmlib.reads import UnreadableInput, read_text
 from rmlib.workbook.plan.constants import ASSUMED, MEASURED
 from rmlib.writes import write_text
 
@@ -121,7 +122,9 @@ def read_lengths(path: str | Path | None) -> dict[str, Any]:
         return {}
     path = Path(path)
     try:
-        data = json.loads(path.read_text())
+        data = json.loads(read_text(path, "lengths file"))
+    except UnreadableInput as e:
+        raise ValueError(str(e)) from None
     except (OSError, json.JSONDecodeError) as e:
         raise ValueError(f"{path}: not a `rmlib data stats --lengths` file: {e}") from None
     ok = isinstance(data, dict) and all(

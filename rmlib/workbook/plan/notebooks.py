@@ -13,6 +13,7 @@ from rmlib.config import ConfigError
 from rmlib.generation.backends import adapter_mode
 from rmlib.generation.registry import BACKENDS
 from rmlib.generation.vllm import vllm_dtype
+from rmlib.reads import read_text
 from rmlib.run.backends import context_tokens
 from rmlib.run.config import RunConfig, describe
 from rmlib.run.models import stage1_model, trained_models
@@ -537,8 +538,8 @@ def _pick_gpu(
         return gpu_class(gpu), "bf16"
     if gpu_constants is not None:
         try:
-            device = json.loads(Path(gpu_constants).read_text()).get("device", "")
-        except (OSError, json.JSONDecodeError, AttributeError):
+            device = json.loads(read_text(gpu_constants, "constants file")).get("device", "")
+        except (OSError, ValueError, AttributeError):
             device = ""
         found = class_of_device(str(device))
         if found:
