@@ -33,6 +33,7 @@ from rmlib.run.config import RunConfig, load_config, sweep_points
 from rmlib.run.folder import RunFolder
 from rmlib.run.lock import holding
 from rmlib.workbook.device import check_device, check_gpu_class, cuda_driver, nvidia_smi
+from rmlib.workbook.kernels import connection_file, private_folder
 from rmlib.writes import open_append, own_text, refuse_link, unlink_link, write_text
 
 log = logging.getLogger("rmlib.workbook.execute")
@@ -200,11 +201,12 @@ def execute(
         if prepare is not None:
             prepare(run.path)
             run = RunFolder(run.path)  # its subfolders again, after what prepare removed
-        return run, _execute(cfg, run, force=force, progress=progress)
+        with private_folder() as kernels:  # the kernels' sockets: this run's own, then removed
+            return run, _execute(cfg, run, force=force, progress=progress, kernels=kernels)
 
 
 def _execute(
-    cfg: RunConfig, run: RunFolder, *, force: bool, progress: bool
+    cfg: RunConfig, run: RunFolder, *, force: bool, progress: bool, kernels: Path | None = None
 ) -> list[NotebookResult]:
     import papermill as pm
     from papermill.exceptions import PapermillExecutionError
@@ -239,7 +241,7 @@ def _execute(
                     str(dest),
                     parameters={"run_dir": str(run.path.resolve())},
                     kernel_name="python3",
-                    kernel_manager_class=_kernel_manager(),
+                    kernel_manager_class=_kernel_manager(kernels),
                     cwd=str(project_root() / "notebooks"),
                     progress_bar=False,  # the status line below says more than a cell count
                     log_output=False,
@@ -339,7 +341,9 @@ def _interruptible() -> Iterator[None]:
         signal.signal(signal.SIGINT, before)
 
 
-def _kernel_manager() -> type:
+def _kernel_manager(folder: Path | None = None) -> type:
+    """folder: where the kernels' connection files and IPC sockets go (`kernels.private_folder`:
+    the run's own); None: jupyter_client's defaults."""
     from jupyter_client import AsyncKernelManager
     from traitlets import default
 
@@ -357,6 +361,11 @@ def _kernel_manager() -> type:
         @default("transport")
         def _transport_default(self) -> str:
             return "ipc"
+
+        @default("connection_file")
+        def _connection_file_default(self) -> str:
+            # the sockets are named after it (jupyter_client's ip default): the run's own folder
+            return connection_file(folder) if folder is not None else ""
 
         async def shutdown_kernel(self, now: bool = False, restart: bool = False) -> None:
             await super().shutdown_kernel(now=now or _INTERRUPTED.is_set(), restart=restart)
