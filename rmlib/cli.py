@@ -411,15 +411,16 @@ def _run(args: argparse.Namespace) -> int:
 
 
 def _sweep(args: argparse.Namespace) -> int:
-    from rmlib.run.config import load_config, sweep_points
+    from rmlib.run.config import load_config
     from rmlib.workbook import execute as runner
 
     if args.dry_run:
         from rmlib.workbook.plan import plan as plan_run
 
         plans = []
-        for point in sweep_points(load_config(args.params)):
-            cfg = load_config(args.params, point)
+        base = load_config(args.params)
+        for name, point in runner.sweep_runs(args.params, base):  # names checked first
+            cfg = load_config(args.params, {**point, "run.name": name})
             runner.preflight(cfg)
             plans.append({"point": point, "plan": plan_run(cfg)})
         print(json.dumps(plans, indent=2))

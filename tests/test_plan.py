@@ -4,6 +4,7 @@ sources (assumed until a gpu_check file measures them), the table, and no torch 
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -791,3 +792,48 @@ def test_a_full_disk_leaves_the_earlier_lengths_file_whole(tmp_path):
     )
     assert out.read_bytes() == before
     assert [p.name for p in tmp_path.iterdir()] == ["lengths.json"]  # no temporary file left
+
+
+def _sweep_file(tmp_path: Path, sweep: str, name: str = "smoke") -> Path:
+    params = tmp_path / "sweep.yaml"
+    text = (ROOT / "params" / "smoke.yaml").read_text()
+    params.write_text(text + f"\nsweep:\n{sweep}\n")
+    if name != "smoke":
+        params.write_text(params.read_text().replace("name: smoke", f"name: {name}", 1))
+    return params
+
+
+def test_sweep_points_differing_only_in_spaces_or_slashes_get_their_own_folders():
+    from rmlib.workbook.execute import point_name
+
+    values = ["a b", "ab", "a/b", "a_b", "a%2Fb", "a\\b"]
+    names = [point_name("r", {"prompts.system": v}) for v in values]
+    assert len(set(names)) == len(values)
+    assert names[:3] == ["r-system=a%20b", "r-system=ab", "r-system=a%2Fb"]
+
+
+@pytest.mark.parametrize(
+    ("sweep", "name", "line"),
+    [
+        # a value given twice: the comparison would count one run twice
+        (
+            "  mix.ratio: ['4:1', '1:0', '4:1']\n",
+            "smoke",
+            "sweep points {'mix.ratio': '4:1'} and {'mix.ratio': '4:1'} would share the run "
+            "folder 'smoke-ratio=4:1'",
+        ),
+        ("  mix.ratio: ['1:0', '4:1']\n", "s" * 250, "its run name is 260 bytes, over the 255"),
+    ],
+)
+def test_a_sweep_whose_folders_collide_or_are_too_long_is_refused_before_the_first_point(
+    tmp_path, monkeypatch, sweep, name, line
+):
+    from rmlib.run.config import load_config as load
+    from rmlib.workbook import execute as runner
+
+    params = _sweep_file(tmp_path, sweep, name)
+    monkeypatch.setattr(runner, "execute", lambda *a, **k: pytest.fail("a point ran"))
+    with pytest.raises(ValueError, match=re.escape(line)):
+        runner.sweep(params, progress=False)
+    with pytest.raises(ValueError, match=re.escape(line)):  # the dry run's own check
+        runner.sweep_runs(params, load(params))

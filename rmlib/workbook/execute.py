@@ -32,6 +32,7 @@ from rmlib.config import NOT_RESULTS, ConfigError, project_root
 from rmlib.run.config import RunConfig, load_config, sweep_points
 from rmlib.run.folder import RunFolder
 from rmlib.run.lock import holding
+from rmlib.run.sections import check_run_name
 from rmlib.workbook.device import check_device, check_gpu_class, cuda_driver, nvidia_smi
 from rmlib.workbook.kernels import connection_file, private_folder
 from rmlib.writes import open_append, own_text, refuse_link, unlink_link, write_text
@@ -452,11 +453,47 @@ def _file_hash(path: Path) -> str:
 # ---- sweeps -------------------------------------------------------------------------------------
 
 
+# A point's values become part of one folder name (sections.check_run_name): the characters a
+# folder name cannot hold (or that read badly in one) are escaped as in a URL, '%' first, so two
+# values that differ only in them still name two folders.
+_NAME_ESCAPES = str.maketrans({c: f"%{ord(c):02X}" for c in "% /\\\0"})
+# the longest folder name Linux file systems take (NAME_MAX), in bytes
+MAX_NAME_BYTES = 255
+
+
 def point_name(base: str, point: dict[str, Any]) -> str:
     parts = [f"{k.split('.')[-1]}={v}" for k, v in point.items()]
-    # a point's values become part of one folder name (config.check_run_name)
-    name = "-".join([base, *parts])
-    return name.replace("/", "_").replace("\\", "_").replace("\0", "").replace(" ", "")
+    return "-".join([base, *parts]).translate(_NAME_ESCAPES)
+
+
+def sweep_runs(params_file: str | Path, base: RunConfig) -> list[tuple[str, dict[str, Any]]]:
+    """Each point of the sweep grid with its run name, all checked before the first point runs:
+    a name that is no folder name or too long for one, or two points sharing a folder, is one
+    ValueError naming the points."""
+    points = sweep_points(base)
+    if not points:
+        raise ValueError(f"{params_file}: no 'sweep:' grid to expand")
+    seen: dict[str, dict[str, Any]] = {}
+    runs = []
+    for point in points:
+        name = point_name(base.run.name, point)
+        try:
+            check_run_name(name)
+        except ValueError as e:
+            raise ValueError(f"{params_file}: sweep point {point}: {e}") from None
+        if len(name.encode()) > MAX_NAME_BYTES:
+            raise ValueError(
+                f"{params_file}: sweep point {point}: its run name is {len(name.encode())} bytes, "
+                f"over the {MAX_NAME_BYTES} a folder name holds; shorten run.name or the values"
+            )
+        if name in seen:
+            raise ValueError(
+                f"{params_file}: sweep points {seen[name]} and {point} would share the run folder "
+                f"{name!r}: give the sweep distinct values"
+            )
+        seen[name] = point
+        runs.append((name, point))
+    return runs
 
 
 def sweep(params_file: str | Path, *, progress: bool = True) -> Path:
@@ -464,12 +501,10 @@ def sweep(params_file: str | Path, *, progress: bool = True) -> Path:
     import pandas as pd
 
     base = load_config(params_file)
-    points = sweep_points(base)
-    if not points:
-        raise ValueError(f"{params_file}: no 'sweep:' grid to expand")
+    runs = sweep_runs(params_file, base)  # every name checked before the first point runs
+    points = [point for _, point in runs]
     rows = []
-    for point in points:
-        name = point_name(base.run.name, point)
+    for name, point in runs:
         run, _ = execute(params_file, name=name, overrides=point, progress=progress)
         row = {**point, "run": name}
         row.update(_flat_headlines(run.metrics()))
