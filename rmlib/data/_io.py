@@ -142,6 +142,20 @@ class Row:
                 kind, f"empty field '{field}'"
             )
             raise self.fail(field, reason, kind)
+        return self._encodable(field, v)
+
+    def _encodable(self, field: str, v: str) -> str:
+        """A string JSON decoded from an escaped lone surrogate (`"\\ud800"`) is no text: the
+        tokenizer (and any UTF-8 writer) fails on it later with no line named; refused here."""
+        try:
+            v.encode("utf-8")
+        except UnicodeEncodeError as e:
+            raise self.fail(
+                field,
+                f"holds a lone surrogate U+{ord(v[e.start]):04X} at character {e.start} (an "
+                "escaped \\uD800-\\uDFFF without its pair): not text",
+                "encoding",
+            ) from None
         return v
 
     def label(self, field: str, allowed: dict[Any, int], value: Any = _MISSING) -> int:
@@ -171,6 +185,7 @@ class Row:
                 raise self.fail(
                     f"{field}[{k}].content", "message content must be a string", "messages"
                 )
+            self._encodable(f"{field}[{k}].content", content)
             out.append({"role": role.lower(), "content": content})
         return tuple(out)
 
