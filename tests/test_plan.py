@@ -837,3 +837,11 @@ def test_a_sweep_whose_folders_collide_or_are_too_long_is_refused_before_the_fir
         runner.sweep(params, progress=False)
     with pytest.raises(ValueError, match=re.escape(line)):  # the dry run's own check
         runner.sweep_runs(params, load(params))
+
+
+def test_gpu_with_a_cpu_constants_file_is_refused_not_ignored(tmp_path):
+    """Before: the CPU file's card was planned and --gpu dropped without a word."""
+    path = _cpu_file(tmp_path / "cpu.json")
+    with pytest.raises(ValueError, match=r"^--gpu h100-80gb and .*cpu.json \(a CPU constants file"):
+        planner.plan(_profile("demo"), gpu="h100-80gb", gpu_constants=path)
+    assert planner.plan(_profile("demo"), gpu_constants=path)["gpu"]["class"] == "cpu"

@@ -532,6 +532,12 @@ def _pick_gpu(
     """The card planned for and what 'auto' precision means on it."""
     if is_cpu_constants(gpu_constants):
         assert gpu_constants is not None
+        if gpu is not None:  # the file's CPU would be planned for, the card ignored
+            raise ValueError(
+                f"--gpu {gpu} and {gpu_constants} (a CPU constants file of "
+                "benchmarks/calibrate_cpu.py) name two machines: drop --gpu to plan this CPU, or "
+                "give a gpu_check file to plan the card"
+            )
         card, _, about = cpu_card(gpu_constants)
         return card, about.get("precision") or "fp32"
     if gpu is not None:
