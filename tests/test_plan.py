@@ -357,6 +357,13 @@ def test_local_config_is_read_and_unknown_is_said(tmp_path):
     assert planner.model_facts(str(tmp_path)).params == planner.model_facts("Qwen/Qwen3-4B").params
     (tmp_path / "config.json").write_text(json.dumps({**dims, "num_experts": 64}))
     assert planner.model_facts(str(tmp_path)) is None  # a mixture of experts: not guessed
+    for key, bad in (("num_attention_heads", 0), ("num_hidden_layers", -2), ("head_dim", 0)):
+        (tmp_path / "config.json").write_text(json.dumps({**dims, key: bad}))
+        with pytest.raises(ValueError) as info:  # before: a ZeroDivisionError or negative hours
+            planner.model_facts(str(tmp_path))
+        assert str(info.value) == (
+            f"{tmp_path / 'config.json'}: {key}: expected a whole number of 1 or more, got {bad}"
+        )
     plan = planner.plan(_profile("qwen3-4b-quick", **{"model.backbone": "someone/x"}))
     training = _rows(plan)["03_training"]
     assert training["peak_gpu_gib"] is None and training["fits"] is None

@@ -162,6 +162,14 @@ def model_facts(backbone: str) -> ModelFacts | None:
     dense = all(isinstance(dims.get(k), int) for k in (*_DENSE_KEYS, "num_attention_heads"))
     if not dense or any(dims.get(k) for k in _MOE_KEYS):
         return None
+    for key in (*_DENSE_KEYS, "num_attention_heads", "num_key_value_heads", "head_dim"):
+        value = dims.get(key)
+        optional = key in ("num_key_value_heads", "head_dim") and value is None
+        if not optional and (not isinstance(value, int) or isinstance(value, bool) or value < 1):
+            # a zero would divide by zero (heads) or plan zero work: infinite or NaN hours
+            raise ValueError(
+                f"{config}: {key}: expected a whole number of 1 or more, got {value!r}"
+            )
     return _facts(backbone, f"{config} (read as a dense decoder)", dims)
 
 
