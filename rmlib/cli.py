@@ -69,6 +69,14 @@ def _seed(text: str) -> int:
     return _number(text, int, 0, None, "an integer >= 0")
 
 
+def _gib(text: str) -> float:
+    """A finite float above 0 (a size in GiB): nan, inf, 0 and negatives refused at parse time."""
+    value = _number(text, float, 0.0, None, "a number of GiB above 0")
+    if value == 0 or value == float("inf"):
+        raise argparse.ArgumentTypeError(f"expected a number of GiB above 0, got {text!r}")
+    return value
+
+
 def _share(text: str) -> float:
     """A float in [0, 1]."""
     return _number(text, float, 0.0, 1.0, "a number in [0, 1]")
@@ -411,15 +419,16 @@ def _run(args: argparse.Namespace) -> int:
 
 
 def _sweep(args: argparse.Namespace) -> int:
-    from rmlib.run.config import load_config, sweep_points
+    from rmlib.run.config import load_config
     from rmlib.workbook import execute as runner
 
     if args.dry_run:
         from rmlib.workbook.plan import plan as plan_run
 
         plans = []
-        for point in sweep_points(load_config(args.params)):
-            cfg = load_config(args.params, point)
+        base = load_config(args.params)
+        for name, point in runner.sweep_runs(args.params, base):  # names checked first
+            cfg = load_config(args.params, {**point, "run.name": name})
             runner.preflight(cfg)
             plans.append({"point": point, "plan": plan_run(cfg)})
         print(json.dumps(plans, indent=2))
@@ -490,7 +499,7 @@ def _add_serve(sub: argparse._SubParsersAction) -> None:
         "under its name (default auto: LoRA on CUDA, merged on CPU, as rmlib judge does)",
     )  # fmt: skip
     serve.add_argument(
-        "--kv-cache-gib", type=float, help="--checkpoint: KV cache in GiB (default: from "
+        "--kv-cache-gib", type=_gib, help="--checkpoint: KV cache in GiB (default: from "
         "generation.gpu_memory_utilization on CUDA, 2 on CPU)",
     )  # fmt: skip
     serve.add_argument("--gpus", type=_count, help="servers, one per GPU (default: run.gpus)")

@@ -236,3 +236,31 @@ def test_a_huge_value_is_cut_in_the_error_line(tmp_path, capsys) -> None:
     err = capsys.readouterr().err
     assert err.startswith(f"rmlib: error: {path}, line 1, field 'label': label 'xxx")
     assert len(err) < len(str(path)) + 300 and err.count("\n") == 1
+
+
+@pytest.mark.parametrize(
+    ("record", "field"),
+    [
+        ('{"prompt": "bad \\ud800 here", "response_a": "a", "response_b": "b"}', "prompt"),
+        ('{"prompt": "q", "response_a": "a", "response_b": "\\udfff"}', "response_b"),
+        (
+            '{"messages": [{"role": "system", "content": "\\ud83d"}, {"role": "user", '
+            '"content": "q"}], "response_a": "a", "response_b": "b"}',
+            "messages[0].content",
+        ),
+    ],
+)
+def test_an_escaped_lone_surrogate_is_one_located_line(tmp_path, record, field):
+    """Before: read as a string, then a UnicodeEncodeError traceback from the tokenizer."""
+    from rmlib.data.pair import DataError
+    from rmlib.tools.judge import read_pairs
+
+    path = tmp_path / "pairs.jsonl"
+    good = '{"prompt": "q", "response_a": "a", "response_b": "b"}'
+    path.write_text(f"{good}\n{record}\n")
+    with pytest.raises(DataError) as info:
+        read_pairs(path)
+    message = str(info.value)
+    assert message.startswith(f"{path}, line 2, field '{field}': holds a lone surrogate U+")
+    assert "\n" not in message
+    assert len(read_pairs(path, on_error="skip").pairs) == 1

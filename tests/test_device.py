@@ -1,6 +1,7 @@
 """The machine a run needs, checked before any work (rmlib.workbook.device): each condition
 faked, each refusal one line naming what to install or change."""
 
+import os
 from pathlib import Path
 
 import pytest
@@ -81,3 +82,22 @@ def test_the_toolchain_probe_and_this_machine():
     assert set(chain) == {"c_compiler", "python_h", "ok"}
     here = device.probe()
     assert isinstance(here.cuda, bool) and here.toolchain == chain
+
+
+def test_a_hung_nvidia_smi_costs_one_short_wait_said_once(tmp_path, monkeypatch, caplog):
+    """Before: each call waited 30 s in silence (over two minutes before a run started)."""
+    from rmlib.workbook import device
+
+    calls = tmp_path / "calls"
+    smi = tmp_path / "nvidia-smi"
+    smi.write_text(f"#!/bin/sh\necho call >> {calls}\nexec sleep 30\n")
+    smi.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{tmp_path}{os.pathsep}{os.environ['PATH']}")
+    monkeypatch.setattr(device, "SMI_TIMEOUT_S", 0.5)
+    monkeypatch.setattr(device, "_SMI_HUNG", [])
+    assert device.nvidia_smi("name") == [] and device.nvidia_smi("driver_version") == []
+    assert calls.read_text().count("call") == 1
+    said = [r.getMessage() for r in caplog.records if "did not answer" in r.getMessage()]
+    assert said == [
+        f"{smi} did not answer in 0.5 s (a hung driver?): this machine's GPUs are taken as none"
+    ]

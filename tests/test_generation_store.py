@@ -16,7 +16,7 @@ import torch
 from rmlib.generation.base import Backend, Generation, SamplingParams, generation_key
 from rmlib.generation.hf import HFBackend
 from rmlib.generation.models import TINY_QWEN3, load_backbone
-from rmlib.generation.store import CachedBackend, CorruptStore, GenerationStore
+from rmlib.generation.store import CachedBackend, CorruptStore, ForeignStore, GenerationStore
 
 torch.set_num_threads(2)
 PARAMS = SamplingParams(max_new_tokens=6, seed=11)
@@ -114,7 +114,7 @@ import sys, time, torch
 torch.set_num_threads(1)
 from rmlib.generation.base import SamplingParams
 from rmlib.generation.hf import HFBackend
-from rmlib.generation.store import CachedBackend, CorruptStore, GenerationStore
+from rmlib.generation.store import CachedBackend, CorruptStore, ForeignStore, GenerationStore
 from rmlib.generation.models import TINY_QWEN3, load_backbone
 
 class Slow:  # test double: a pause before each chunk leaves the parent time to kill us
@@ -233,3 +233,61 @@ def test_an_unreadable_row_is_named_and_deleting_it_as_told_recovers(tmp_path):
     db.close()
     with GenerationStore(path) as store:
         assert sorted(store.get_many(keys)) == sorted(k for k in keys if k != bad)
+
+
+# ---------------------------------------------------------------- another program's database
+
+
+def _foreign(path, schema: str = "CREATE TABLE users (name TEXT)") -> bytes:
+    db = sqlite3.connect(path)
+    with db:
+        db.execute(schema)
+        db.execute("INSERT INTO users VALUES ('ada')" if "users" in schema else "SELECT 1")
+    db.close()
+    return path.read_bytes()
+
+
+@pytest.mark.parametrize(
+    "schema",
+    [
+        "CREATE TABLE users (name TEXT)",
+        # the store's table name with other columns: still not the store
+        "CREATE TABLE generations (id INTEGER, body TEXT)",
+    ],
+)
+def test_another_programs_database_is_refused_before_anything_is_written(tmp_path, schema):
+    """Neither the check a command makes before its model loads nor opening the store writes
+    to another program's database: no WAL mode, no table, no mark; one line naming the file."""
+    path = tmp_path / "app.db"
+    before = _foreign(path, schema)
+    for attempt in (GenerationStore.check, GenerationStore):
+        with pytest.raises(ForeignStore) as info:
+            attempt(path)
+        message = str(info.value)
+        assert (
+            message.startswith(f"{path}: not an rmlib generation store (") and "\n" not in message
+        )
+    assert path.read_bytes() == before
+    assert not (tmp_path / "app.db-wal").exists()
+    db = sqlite3.connect(path)
+    assert db.execute("PRAGMA journal_mode").fetchone()[0] == "delete"
+    db.close()
+
+
+def test_a_store_made_before_the_mark_is_kept_and_marked(tmp_path):
+    """A store written before the store marked its files (its one table, application_id 0) is
+    the project's own: opened, its rows kept, and marked."""
+    from rmlib.generation.store import _SCHEMA, APPLICATION_ID
+
+    path = tmp_path / "old.sqlite"
+    db = sqlite3.connect(path)
+    with db:
+        db.execute(_SCHEMA)
+        db.execute("INSERT INTO generations VALUES ('k', 'm', 'p', 's', 0, '{}', 0)")
+    db.close()
+    GenerationStore.check(path)
+    with GenerationStore(path) as store:
+        assert len(store) == 1
+        assert store._db.execute("PRAGMA application_id").fetchone()[0] == APPLICATION_ID
+    GenerationStore.check(path)
+    GenerationStore.check(tmp_path / "missing.sqlite")  # a new store: nothing to refuse

@@ -14,6 +14,7 @@ import signal
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 HELPER = """
 import sys
@@ -120,19 +121,46 @@ def test_ctrl_c_in_any_command_is_one_line_and_exit_130(monkeypatch, capsys):
     assert capsys.readouterr().err == "rmlib: interrupted\n"
 
 
-def test_a_run_prints_no_kernel_noise_on_the_terminal(tmp_path):
-    """The kernels papermill starts talk over Unix sockets: no '[IPKernelApp] WARNING | Kernel
-    is running over TCP without encryption' on the user's terminal for every notebook."""
+RECORD_CELL = """
+import pathlib, ipykernel
+from ipykernel.connect import get_connection_file
+print('hello')
+pathlib.Path(run_dir, 'connection.txt').write_text(get_connection_file())
+"""
+
+
+def test_two_runs_started_together_complete_with_no_kernel_noise(tmp_path):
+    """Two runs started together (one notebooks/ folder, as two terminals in one checkout) both
+    complete: each run's kernel has its connection file and sockets in a folder of its own (not
+    notebooks/, where jupyter_client's default names collided), removed at the end. The kernels
+    talk over Unix sockets: no '[IPKernelApp] WARNING | Kernel is running over TCP without
+    encryption' on the user's terminal. Two one-cell runs side by side (about 30 s here)."""
     (tmp_path / "notebooks").mkdir()
-    (tmp_path / "notebooks" / "hello.ipynb").write_text(json.dumps(_notebook("print('hello')")))
-    params = {
-        "run": {"name": "hello", "output_root": str(tmp_path / "outputs"), "notebooks": ["hello"]},
-        "model": {"backbone": "embedded:tiny-qwen3", "precision": "fp32"},
-    }
-    (tmp_path / "params.yaml").write_text(json.dumps(params))
+    source = _notebook(RECORD_CELL)
+    source["cells"].insert(
+        0, {**source["cells"][0], "source": "run_dir = ''", "metadata": {"tags": ["parameters"]}}
+    )
+    (tmp_path / "notebooks" / "hello.ipynb").write_text(json.dumps(source))
     (tmp_path / "helper.py").write_text(HELPER)
-    argv = [sys.executable, str(tmp_path / "helper.py"), str(tmp_path)]
-    out = subprocess.run(argv, capture_output=True, text=True, timeout=300)
-    assert out.returncode == 0, out.stderr[-2000:]
-    assert "IPKernelApp" not in out.stderr and "without encryption" not in out.stderr, out.stderr
-    assert not [p for p in tmp_path.rglob("*ipc*")]  # no socket files left beside the notebooks
+    procs = []
+    for name in ("one", "two"):
+        params = {
+            "run": {"name": name, "output_root": str(tmp_path / "outputs"), "notebooks": ["hello"]},
+            "model": {"backbone": "embedded:tiny-qwen3", "precision": "fp32"},
+        }
+        root = tmp_path / name
+        root.mkdir()
+        (root / "notebooks").symlink_to(tmp_path / "notebooks")  # one source folder for both
+        (root / "params.yaml").write_text(json.dumps(params))
+        argv = [sys.executable, str(tmp_path / "helper.py"), str(root)]
+        procs.append(subprocess.Popen(argv, stderr=subprocess.PIPE, text=True))
+    errs = [p.communicate(timeout=300)[1] for p in procs]
+    for proc, err in zip(procs, errs, strict=True):
+        assert proc.returncode == 0, err[-2000:]
+        assert "IPKernelApp" not in err and "without encryption" not in err, err
+    files = [
+        Path((tmp_path / "outputs" / n / "connection.txt").read_text()) for n in ("one", "two")
+    ]
+    assert files[0].parent != files[1].parent
+    assert all(f.parent.name.startswith("rmlib-kernels-") and not f.parent.exists() for f in files)
+    assert not [p for p in tmp_path.rglob("*ipc*")]  # no socket files beside the notebooks

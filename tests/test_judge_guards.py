@@ -197,6 +197,30 @@ def test_bad_paths_and_idle_options_are_one_line_before_the_model_loads(
     assert not (tmp_path / "o.jsonl").exists()
 
 
+def test_another_programs_database_as_store_is_one_line_before_the_model_loads(
+    tmp_path, capsys, window, monkeypatch
+):
+    import sqlite3
+
+    def no_model(*_, **__):
+        raise AssertionError("the model must not load")
+
+    monkeypatch.setattr("rmlib.tools.judge.judge_backend", no_model)
+    pairs = _write(tmp_path / "p.jsonl", PAIRS)
+    app = tmp_path / "app.db"
+    db = sqlite3.connect(app)
+    with db:
+        db.execute("CREATE TABLE users (name TEXT)")
+    db.close()
+    before = app.read_bytes()
+    assert main(["judge", str(pairs), "-o", str(tmp_path / "o.jsonl"), "--store", str(app)]) == 1
+    assert _err(capsys) == [
+        f"rmlib: error: {app}: not an rmlib generation store (application_id 0; it holds table "
+        "users): rmlib never writes into another program's database; give the store a new file"
+    ]
+    assert app.read_bytes() == before
+
+
 def test_a_store_another_call_holds_is_refused_naming_its_pid(tmp_path, capsys, window):
     pairs = _write(tmp_path / "p.jsonl", PAIRS)
     store = tmp_path / "o.generations.sqlite"

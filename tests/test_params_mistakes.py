@@ -275,3 +275,22 @@ def test_any_set_override_loads_or_is_one_line_naming_it(key, value):
         line = str(e)
         assert "\n" not in line and len(line) <= 1500, line[:300]
         assert line.startswith((f"{SMOKE} (--set ", f"{SMOKE} (--name ", f"{SMOKE}:")), line[:300]
+
+
+def test_a_yaml_alias_is_a_copy_of_its_anchor_not_the_same_section(tmp_path):
+    """Two sections sharing one mapping through an anchor: the file loads (a default filled into
+    one section is not refused as a key of the other), and a --set changes one section only."""
+    path = tmp_path / "anchor.yaml"
+    path.write_text(
+        "run: {name: anchor, notebooks: [01_data]}\n"
+        "model: {backbone: 'embedded:tiny-qwen3', precision: fp32}\n"
+        "rollouts: &same {n_samples: 2}\n"
+        "inference: *same\n"
+    )
+    cfg = load_config(path)
+    assert cfg.rollouts.n_samples == cfg.inference.n_samples == 2
+    cfg = load_config(path, {"rollouts.n_samples": 3})
+    assert (cfg.rollouts.n_samples, cfg.inference.n_samples) == (3, 2)
+    data = read_yaml("a: &x {k: [1, {j: 2}]}\nb: *x\n")
+    assert data["a"] == data["b"] and data["a"] is not data["b"]
+    assert data["a"]["k"][1] is not data["b"]["k"][1]

@@ -4,6 +4,7 @@ sources (assumed until a gpu_check file measures them), the table, and no torch 
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -358,6 +359,13 @@ def test_local_config_is_read_and_unknown_is_said(tmp_path):
     assert planner.model_facts(str(tmp_path)).params == planner.model_facts("Qwen/Qwen3-4B").params
     (tmp_path / "config.json").write_text(json.dumps({**dims, "num_experts": 64}))
     assert planner.model_facts(str(tmp_path)) is None  # a mixture of experts: not guessed
+    for key, bad in (("num_attention_heads", 0), ("num_hidden_layers", -2), ("head_dim", 0)):
+        (tmp_path / "config.json").write_text(json.dumps({**dims, key: bad}))
+        with pytest.raises(ValueError) as info:  # before: a ZeroDivisionError or negative hours
+            planner.model_facts(str(tmp_path))
+        assert str(info.value) == (
+            f"{tmp_path / 'config.json'}: {key}: expected a whole number of 1 or more, got {bad}"
+        )
     plan = planner.plan(_profile("qwen3-4b-quick", **{"model.backbone": "someone/x"}))
     training = _rows(plan)["03_training"]
     assert training["peak_gpu_gib"] is None and training["fits"] is None
@@ -770,3 +778,88 @@ def test_calibrate_cpu_is_one_command(tmp_path):
     far = [f"--measured={nb}={s * 3}" for nb, s in seconds.items()]
     out = subprocess.run([*args, *far], cwd=ROOT, capture_output=True, text=True, timeout=300)
     assert out.returncode == 1 and "OUTSIDE" in out.stdout
+
+
+def test_a_full_disk_leaves_the_earlier_lengths_file_whole(tmp_path):
+    """`rmlib data stats --lengths` adds its entry through a temporary file renamed over the
+    old one: a disk that fills mid-write (a file size limit, as `ulimit -f`) is one line naming
+    the file, and the sources it held are kept. One subprocess (about 2 s)."""
+    import resource
+
+    from rmlib.workbook.plan.lengths import write_lengths
+
+    out = tmp_path / "lengths.json"
+    write_lengths(out, "demo", {"prompt_tokens": {"mean": 200.0}, "pairs": 8})
+    before = out.read_bytes()
+    code = (
+        "from rmlib.workbook.plan.lengths import write_lengths\n"
+        f"write_lengths({str(out)!r}, 'rewardbench', "
+        "{'prompt_tokens': {'mean': 500.0}, 'note': 'x' * 20000})\n"
+    )
+
+    def limit() -> None:
+        resource.setrlimit(resource.RLIMIT_FSIZE, (4096, 4096))
+
+    run = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, preexec_fn=limit
+    )
+    assert run.returncode == 1
+    assert run.stderr.strip().splitlines()[-1] == (
+        f"OSError: {out}: the lengths file could not be written (File too large); its earlier "
+        "entries are kept as they were"
+    )
+    assert out.read_bytes() == before
+    assert [p.name for p in tmp_path.iterdir()] == ["lengths.json"]  # no temporary file left
+
+
+def _sweep_file(tmp_path: Path, sweep: str, name: str = "smoke") -> Path:
+    params = tmp_path / "sweep.yaml"
+    text = (ROOT / "params" / "smoke.yaml").read_text()
+    params.write_text(text + f"\nsweep:\n{sweep}\n")
+    if name != "smoke":
+        params.write_text(params.read_text().replace("name: smoke", f"name: {name}", 1))
+    return params
+
+
+def test_sweep_points_differing_only_in_spaces_or_slashes_get_their_own_folders():
+    from rmlib.workbook.execute import point_name
+
+    values = ["a b", "ab", "a/b", "a_b", "a%2Fb", "a\\b"]
+    names = [point_name("r", {"prompts.system": v}) for v in values]
+    assert len(set(names)) == len(values)
+    assert names[:3] == ["r-system=a%20b", "r-system=ab", "r-system=a%2Fb"]
+
+
+@pytest.mark.parametrize(
+    ("sweep", "name", "line"),
+    [
+        # a value given twice: the comparison would count one run twice
+        (
+            "  mix.ratio: ['4:1', '1:0', '4:1']\n",
+            "smoke",
+            "sweep points {'mix.ratio': '4:1'} and {'mix.ratio': '4:1'} would share the run "
+            "folder 'smoke-ratio=4:1'",
+        ),
+        ("  mix.ratio: ['1:0', '4:1']\n", "s" * 250, "its run name is 260 bytes, over the 255"),
+    ],
+)
+def test_a_sweep_whose_folders_collide_or_are_too_long_is_refused_before_the_first_point(
+    tmp_path, monkeypatch, sweep, name, line
+):
+    from rmlib.run.config import load_config as load
+    from rmlib.workbook import execute as runner
+
+    params = _sweep_file(tmp_path, sweep, name)
+    monkeypatch.setattr(runner, "execute", lambda *a, **k: pytest.fail("a point ran"))
+    with pytest.raises(ValueError, match=re.escape(line)):
+        runner.sweep(params, progress=False)
+    with pytest.raises(ValueError, match=re.escape(line)):  # the dry run's own check
+        runner.sweep_runs(params, load(params))
+
+
+def test_gpu_with_a_cpu_constants_file_is_refused_not_ignored(tmp_path):
+    """Before: the CPU file's card was planned and --gpu dropped without a word."""
+    path = _cpu_file(tmp_path / "cpu.json")
+    with pytest.raises(ValueError, match=r"^--gpu h100-80gb and .*cpu.json \(a CPU constants file"):
+        planner.plan(_profile("demo"), gpu="h100-80gb", gpu_constants=path)
+    assert planner.plan(_profile("demo"), gpu_constants=path)["gpu"]["class"] == "cpu"

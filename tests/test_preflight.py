@@ -2,6 +2,7 @@
 fresh folder, one pass/FAIL line a notebook."""
 
 import json
+import os
 from pathlib import Path
 
 import pytest
@@ -89,6 +90,61 @@ def test_a_folder_that_is_no_preflights_is_never_emptied(tmp_path, capsys):
     assert code == cli.EXIT_ERROR
     assert "is no preflight folder" in capsys.readouterr().err
     assert (tmp_path / "smoke-preflight" / "keep.txt").read_text() == "mine"
+
+
+def _earlier_preflight(tmp_path: Path) -> Path:
+    folder = tmp_path / "smoke-preflight"
+    (folder / "tables").mkdir(parents=True)
+    (folder / pf.MARKER).write_text("made by an earlier preflight")
+    (folder / "generations.sqlite").write_text("the running preflight's store")
+    return folder
+
+
+def test_a_preflight_running_in_its_folder_is_never_emptied_by_a_second(tmp_path, capsys):
+    """The folder is emptied only under its lock: a second preflight while the first holds it
+    is refused naming the first's pid, and the first's store is untouched."""
+    from rmlib.run.lock import holding
+
+    folder = _earlier_preflight(tmp_path)
+    argv = ["run", str(ROOT / "params" / "smoke.yaml"), "--preflight"]
+    with holding(folder):  # the running preflight (an flock: another open file, as a process)
+        code = cli.main([*argv, "--set", f"run.output_root={tmp_path}"])
+    assert code == cli.EXIT_ERROR
+    err = capsys.readouterr().err
+    assert f"run folder {folder} is in use by another rmlib run (pid {os.getpid()};" in err
+    assert (folder / "generations.sqlite").read_text() == "the running preflight's store"
+
+
+def test_an_earlier_preflights_folder_is_emptied_under_its_lock(tmp_path, monkeypatch):
+    """What the runner sees once it holds the lock: the earlier preflight's files gone (a link
+    unlinked, its target kept), the lock and the marker there."""
+    from rmlib.run.lock import holder
+    from rmlib.workbook import execute as runner
+
+    folder = _earlier_preflight(tmp_path)
+    outside = tmp_path / "outside.txt"
+    outside.write_text("not the preflight's")
+    (folder / "tables" / "link.txt").symlink_to(outside)
+    seen = {}
+
+    def notebooks(cfg, run, **_):
+        seen["entries"] = sorted(e.name for e in run.path.iterdir())
+        seen["holder"] = holder(run.path)
+        return []
+
+    monkeypatch.setattr(runner, "_execute", notebooks)
+    pf.run_preflight(
+        ROOT / "params" / "smoke.yaml",
+        items=2,
+        steps=1,
+        overrides={"run.output_root": str(tmp_path)},
+        progress=False,
+    )
+    assert seen["holder"] == str(os.getpid())
+    assert seen["entries"] == sorted(
+        [".lock", pf.MARKER, "adapters", "figures", "notebooks", "tables"]
+    )
+    assert not any((folder / "tables").iterdir()) and outside.read_text() == "not the preflight's"
 
 
 def test_preflight_refuses_dry_run_and_force(capsys):

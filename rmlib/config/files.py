@@ -166,13 +166,25 @@ def load_yaml(text: str) -> tuple[Any, dict[str, int]]:
                 "aliases?): a params file holds a few hundred",
                 node.start_mark.line + 1,
             )
-        return loader.construct_document(node), key_lines(node)
+        return _unshared(loader.construct_document(node)), key_lines(node)
     except RecursionError:
         raise ParamsYAMLError(
             "nested too deeply for a params file (a few levels are)", loader.line + 1
         ) from None
     finally:
         loader.dispose()
+
+
+def _unshared(value: Any) -> Any:
+    """`value` with every mapping and list copied where an alias repeats it: YAML's loader gives
+    an alias the anchor's own object, so a change to one section (a `--set`, a default the
+    config fills in) would change every section sharing it. copy.deepcopy keeps that sharing
+    (its memo), hence this walk; a value that contains itself was refused before (`_count`)."""
+    if isinstance(value, dict):
+        return {k: _unshared(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_unshared(v) for v in value]
+    return value
 
 
 def read_yaml(text: str) -> Any:

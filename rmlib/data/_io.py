@@ -21,11 +21,9 @@ field holding the deep value), in a JSON-lines file and a JSON array alike.
 
 from __future__ import annotations
 
-import gzip
 import json
 import random
 import re
-import zlib
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -33,6 +31,7 @@ from typing import Any
 
 from rmlib.config.errors import short
 from rmlib.data.pair import DataError, LoadResult, OnError, Pair
+from rmlib.reads import DATA_LIMIT, UnreadableInput, read_bytes
 
 DATA_SUFFIXES: tuple[str, ...] = (".parquet", ".jsonl", ".jsonl.gz", ".json", ".json.gz")
 ROLES: frozenset[str] = frozenset({"system", "user", "assistant"})
@@ -143,6 +142,20 @@ class Row:
                 kind, f"empty field '{field}'"
             )
             raise self.fail(field, reason, kind)
+        return self._encodable(field, v)
+
+    def _encodable(self, field: str, v: str) -> str:
+        """A string JSON decoded from an escaped lone surrogate (`"\\ud800"`) is no text: the
+        tokenizer (and any UTF-8 writer) fails on it later with no line named; refused here."""
+        try:
+            v.encode("utf-8")
+        except UnicodeEncodeError as e:
+            raise self.fail(
+                field,
+                f"holds a lone surrogate U+{ord(v[e.start]):04X} at character {e.start} (an "
+                "escaped \\uD800-\\uDFFF without its pair): not text",
+                "encoding",
+            ) from None
         return v
 
     def label(self, field: str, allowed: dict[Any, int], value: Any = _MISSING) -> int:
@@ -172,6 +185,7 @@ class Row:
                 raise self.fail(
                     f"{field}[{k}].content", "message content must be a string", "messages"
                 )
+            self._encodable(f"{field}[{k}].content", content)
             out.append({"role": role.lower(), "content": content})
         return tuple(out)
 
@@ -307,13 +321,14 @@ def read_file(path: Path, *, start: int = 0) -> Iterator[Row]:
             yield Row(file, i, rec, start + i)
 
 
-def _read_bytes(path: Path) -> bytes:
+def data_bytes(path: Path) -> bytes:
+    """The whole file (a .gz decompressed), a regular file under rmlib.reads.DATA_LIMIT: a
+    device or a link to one is refused, never read whole."""
     try:
-        if path.name.endswith(".gz"):
-            with gzip.open(path, "rb") as f:
-                return f.read()
-        return path.read_bytes()
-    except (OSError, EOFError, zlib.error) as e:  # a cut or corrupt .gz: zlib's own error
+        return read_bytes(path, "data file", DATA_LIMIT)
+    except UnreadableInput as e:
+        raise DataError(str(path), None, None, e.reason, "read") from None
+    except OSError as e:
         raise DataError(str(path), None, None, f"unreadable file ({e})", "read") from None
 
 
@@ -330,10 +345,12 @@ def _decode(raw: bytes, file: str, index: int | None = None) -> str:
 
 
 def _read_parquet(path: Path) -> list[Any]:
+    import pyarrow as pa
     import pyarrow.parquet as pq
 
+    raw = data_bytes(path)  # a DataError of its own: not an unreadable parquet file
     try:
-        return pq.read_table(path).to_pylist()
+        return pq.read_table(pa.BufferReader(raw)).to_pylist()
     except Exception as e:  # pyarrow raises several unrelated types for a bad file
         raise DataError(str(path), None, None, f"unreadable parquet file ({e})", "read") from None
 
@@ -341,7 +358,7 @@ def _read_parquet(path: Path) -> list[Any]:
 def _read_json(path: Path) -> list[Any] | None:
     """A JSON array's records; None when the file is JSON lines after all. A record nested too
     deeply is a DataError in the list (one located bad row), the others read."""
-    raw = _read_bytes(path)
+    raw = data_bytes(path)
     lines = raw.removeprefix(b"\xef\xbb\xbf").lstrip().startswith(b"{")
     try:
         text = _decode(raw, str(path))
@@ -384,7 +401,7 @@ def jsonl_rows(path: Path, start: int = 0) -> Iterator[Row]:
     """The records of a JSON-lines file as `Row`s (BOM, CRLF and gzip handled; a broken line is a
     Row carrying its located error): the project's one JSON-lines reader."""
     file = str(path)
-    raw = _read_bytes(path).removeprefix(b"\xef\xbb\xbf")
+    raw = data_bytes(path).removeprefix(b"\xef\xbb\xbf")
     n = 0
     # bytes.splitlines: LF, CRLF and CR ends, as universal newlines; each line decoded alone so a
     # bad byte is one located bad row (counted under on_error="skip"), not a lost file

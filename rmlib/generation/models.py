@@ -33,6 +33,8 @@ from typing import Any, Literal
 
 import torch
 
+from rmlib.reads import read_text
+
 Precision = Literal["nf4", "bf16", "fp32"]
 PRECISIONS: tuple[str, ...] = ("nf4", "bf16", "fp32")
 # CPU flags (lscpu / /proc/cpuinfo) of bf16 matrix instructions: AMX tiles or AVX-512 BF16
@@ -533,8 +535,8 @@ def model_config(name_or_path: str) -> dict[str, Any] | None:
     if file is None or not file.is_file():
         return None
     try:
-        config = json.loads(file.read_text())
-    except (OSError, ValueError):
+        config = json.loads(read_text(file, "model config"))
+    except (OSError, ValueError):  # unreadable, not JSON, or over the limit: unknown
         return None
     return config if isinstance(config, dict) else None
 

@@ -44,12 +44,22 @@ SHARED_CHARS = 512
 # Prompts are ordered for batching by length in buckets of this many characters (~15 tokens).
 LENGTH_BUCKET_CHARS = 64
 
+# The store's mark in its SQLite header (PRAGMA application_id, "RMLG"): a file holding another
+# program's tables is refused before anything is written to it (journal mode, schema).
+APPLICATION_ID = 0x524D4C47
+_COLUMNS = ("key", "identity", "params", "prompt_sha", "sample", "generation", "created")
+
 # (identity, prompt, params, sample index, generation): what put_many stores
 StoreItem = tuple[str, str, SamplingParams, int, Generation]
 
 
 class CorruptStore(ValueError):
     """The store file, or one of its rows, cannot be read; says which and what to do."""
+
+
+class ForeignStore(ValueError):
+    """The file given as the store is another program's SQLite database (or holds tables the
+    store does not make): refused before anything is written to it; names it."""
 
 
 class StoreUnavailable(OSError):
@@ -77,10 +87,36 @@ class GenerationStore:
         # sqlite3 here is serialized (threadsafety 3), so a shared connection is safe
         with self._readable():
             self._db = sqlite3.connect(self.path, timeout=timeout, check_same_thread=False)
+            try:
+                mark = _own(self._db, self.path)  # before WAL mode or a table is written
+            except BaseException:
+                self._db.close()
+                raise
+            if not mark:
+                self._db.execute(f"PRAGMA application_id={APPLICATION_ID}")
             self._db.execute("PRAGMA journal_mode=WAL")
             self._db.execute("PRAGMA synchronous=NORMAL")  # WAL + NORMAL: commits survive a kill
             self._db.execute(_SCHEMA)
             self._db.commit()
+
+    @staticmethod
+    def check(path: str | Path) -> None:
+        """Refuse (ForeignStore, one line) a file at `path` that is not a generation store,
+        reading it only (a missing or empty file is a new store): for a command that checks its
+        paths before a model loads."""
+        path = Path(path)
+        if not path.is_file() or path.stat().st_size == 0:
+            return
+        try:
+            db = sqlite3.connect(f"{path.absolute().as_uri()}?mode=ro", uri=True)
+        except sqlite3.Error:
+            return  # unopenable: the store's own opening says why, in one line
+        try:
+            _own(db, path)
+        except sqlite3.DatabaseError:
+            return  # not SQLite at all: CorruptStore when the store opens it
+        finally:
+            db.close()
 
     @contextlib.contextmanager
     def _readable(self) -> Iterator[None]:
@@ -178,6 +214,25 @@ class GenerationStore:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+def _own(db: sqlite3.Connection, path: Path) -> bool:
+    """Whether the database on `db` carries the store's mark (True) or is a new or earlier store
+    without it (False: exactly the store's one table, or none); raises ForeignStore for any other
+    database. Reads only (the header and the schema)."""
+    app = db.execute("PRAGMA application_id").fetchone()[0]
+    if app == APPLICATION_ID:
+        return True
+    rows = db.execute("SELECT type, name FROM sqlite_master WHERE name NOT LIKE 'sqlite_%'")
+    objects = sorted(f"{kind} {name}" for kind, name in rows)
+    columns = tuple(r[1] for r in db.execute("PRAGMA table_info(generations)"))
+    if app == 0 and objects in ([], ["table generations"]) and columns in ((), _COLUMNS):
+        return False
+    held = ", ".join(objects[:4]) + (", ..." if len(objects) > 4 else "") or "no tables"
+    raise ForeignStore(
+        f"{path}: not an rmlib generation store (application_id {app}; it holds {held}): rmlib "
+        "never writes into another program's database; give the store a new file"
+    )
 
 
 @dataclass

@@ -35,6 +35,7 @@ from rmlib.data import get_source
 from rmlib.data.settings import DataSection
 from rmlib.generation.settings import GenerationSection, ModelSection
 from rmlib.judge.settings import PromptSection
+from rmlib.reads import UnreadableInput, read_bytes
 from rmlib.reflect.settings import ReflectConfig
 from rmlib.run.sections import EvalSection, PlanSection, RolloutSection, RunSection
 from rmlib.training.grpo_config import GRPOSettings, batch_plan, per_process
@@ -216,11 +217,13 @@ def load_config(path: str | Path, overrides: dict[str, Any] | None = None) -> Ru
     `--set` override it came from."""
     path = Path(path)
     try:
-        raw = path.read_bytes()
+        raw = read_bytes(path, "params file")
     except FileNotFoundError:
         raise ConfigError(f"params file not found: {path}") from None
     except IsADirectoryError:
         raise ConfigError(f"{path}: is a folder, not a params file") from None
+    except UnreadableInput as e:
+        raise ConfigError(str(e)) from None
     try:
         text = raw.decode("utf-8")
     except UnicodeDecodeError as e:

@@ -5,6 +5,7 @@ params hash leaves it out, so editing it never re-runs a finished notebook)."""
 
 from __future__ import annotations
 
+import os
 import unicodedata
 from dataclasses import dataclass
 from typing import Annotated, Literal
@@ -57,6 +58,18 @@ def notebook_stems() -> list[str]:
     return sorted(p.stem for p in (project_root() / "notebooks").glob("*.ipynb"))
 
 
+def expand_home(folder: str) -> str:
+    """`~` or `~user` at the start of output_root is the home folder, as a shell would expand it
+    (a folder literally named `~` is never what was meant); an unknown user's is refused."""
+    expanded = os.path.expanduser(folder)
+    if expanded.startswith("~"):
+        raise ValueError(
+            f"{folder!r} starts with '~' but names no home folder of this machine: give the "
+            "path in full"
+        )
+    return expanded
+
+
 def check_notebook(stem: str) -> str:
     """Only the workbook's own notebooks run: a path would let a params file execute any code."""
     allowed = notebook_stems()
@@ -76,7 +89,9 @@ class RunSection:
         "Run name: the folder under output_root (one plain folder name).", "run"
     )
     seed: Seed = doc("Master seed; every random choice of the run derives from it.", 0)
-    output_root: str = doc("Where run folders go (any folder).", "outputs")
+    output_root: Annotated[str, AfterValidator(expand_home)] = doc(
+        "Where run folders go (any folder; a leading ~ is the home folder).", "outputs"
+    )
     notebooks: Annotated[
         list[Annotated[str, AfterValidator(check_notebook)]], AfterValidator(check_notebooks)
     ] = doc(

@@ -4,6 +4,7 @@ attaching a benchmark's pairs (labels, subsets, meta) to them. Bad rows are loca
 
 from __future__ import annotations
 
+import io
 import math
 from collections.abc import Iterable
 from pathlib import Path
@@ -12,7 +13,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from rmlib.data._io import jsonl_rows
+from rmlib.data._io import data_bytes, jsonl_rows
 from rmlib.data.pair import DataError, Pair
 
 # scoring rule per source name of rmlib.data (other sources: plain accuracy)
@@ -40,8 +41,9 @@ def load_predictions(path: str | Path) -> pd.DataFrame:
 
 
 def _read_parquet(path: Path) -> pd.DataFrame:
+    raw = data_bytes(path)  # a DataError of its own: not an unreadable parquet file
     try:
-        return pd.read_parquet(path)
+        return pd.read_parquet(io.BytesIO(raw))
     except Exception as e:  # pyarrow raises several unrelated types for a bad file
         raise DataError(str(path), None, None, f"unreadable parquet file ({e})", "read") from None
 

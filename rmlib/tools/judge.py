@@ -34,6 +34,7 @@ from rmlib.data.pair import DataError, LoadResult, OnError, Pair
 from rmlib.generation.backends import build_backend, vllm_engine_settings
 from rmlib.generation.registry import Needs, Weights
 from rmlib.generation.settings import GenerationSection, ModelSection
+from rmlib.generation.store import GenerationStore
 from rmlib.judge.settings import PromptSection
 from rmlib.reflect.registry import BY_NAME, METHODS
 from rmlib.reflect.settings import ReflectConfig
@@ -631,7 +632,8 @@ def check_paths(output: str | Path, store: str | Path, inputs: Sequence[str | Pa
     """Before the first generation: the predictions file is .jsonl or .parquet and can be
     written where it is asked for (its folder made, a file created and removed there), and the
     output, the store and every input are different files (a predictions file written over the
-    pairs or the store would lose them). One ValueError line each."""
+    pairs or the store would lose them), and an existing store is one (`GenerationStore.check`).
+    One ValueError line each."""
     out, db = Path(output), Path(store)
     if out.suffix not in (".jsonl", ".parquet"):
         raise ValueError(f"{out}: predictions are written as .jsonl or .parquet")
@@ -663,6 +665,7 @@ def check_paths(output: str | Path, store: str | Path, inputs: Sequence[str | Pa
                 f"{path}: the {what} cannot be written there ({err.strerror or err}); "
                 "nothing was generated"
             ) from None
+    GenerationStore.check(db)  # another program's database: refused before it is written to
 
 
 def _judge_file(

@@ -36,12 +36,15 @@ import random
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
+
+from pydantic import AfterValidator
 
 from rmlib import status
 from rmlib.config import PARAMS, Count, Dropout, Positive, Precision, Scheduler, Seed, Share, doc
 from rmlib.data.demo import load_demo, reference_analysis
 from rmlib.data.demo.analyses import AnalysisStyle
+from rmlib.data.demo.loader import check_families
 from rmlib.data.pair import Pair
 from rmlib.judge import prompts
 
@@ -56,7 +59,7 @@ class WarmupConfig:
 
     enabled: bool = doc("Run the warm-up (tiny models only; Qwen3-4B needs none).", False)
     n_examples: Count = doc("Demo pairs to learn from (64 taught SmolLM2 the format).", 64)
-    families: list[str] | None = doc(
+    families: Annotated[list[str], AfterValidator(check_families)] | None = doc(
         "Demo families to draw them from (rmlib.data.demo.FAMILIES); None = all. Keep them "
         "those the run evaluates (data.eval's options.families).",
         None,

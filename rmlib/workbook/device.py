@@ -293,20 +293,36 @@ def cuda_driver() -> str | None:
     return versions[0] if versions else None
 
 
+# nvidia-smi answers in well under a second on a healthy node; a hung driver (a GPU fallen off
+# the bus, a stuck persistence daemon) never answers. One call waits this long, and after one
+# hang the process asks no more (each later call would wait again, minutes in all, silently).
+SMI_TIMEOUT_S = 10.0
+_SMI_HUNG: list[str] = []
+
+
 def nvidia_smi(field: str, *extra: str) -> list[str]:
     """One `nvidia-smi --query-gpu` field (or several, comma-separated), a line a GPU ([] without
-    nvidia-smi or a driver); `extra`: more arguments (--id=...)."""
+    nvidia-smi or a driver); `extra`: more arguments (--id=...). A call that does not answer in
+    SMI_TIMEOUT_S is said once on stderr and counts as no GPU, for this call and every later one."""
     smi = shutil.which("nvidia-smi")
-    if smi is None:
+    if smi is None or _SMI_HUNG:
         return []
     try:
         out = subprocess.run(
             [smi, f"--query-gpu={field}", "--format=csv,noheader", *extra],
             capture_output=True,
             text=True,
-            timeout=30,
+            timeout=SMI_TIMEOUT_S,
             check=True,
         ).stdout
+    except subprocess.TimeoutExpired:
+        _SMI_HUNG.append(smi)
+        log.warning(
+            "%s did not answer in %g s (a hung driver?): this machine's GPUs are taken as none",
+            smi,
+            SMI_TIMEOUT_S,
+        )
+        return []
     except (OSError, subprocess.SubprocessError):
         return []
     return [line.strip() for line in out.strip().splitlines() if line.strip()]

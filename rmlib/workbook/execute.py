@@ -19,7 +19,7 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from importlib import metadata
 from pathlib import Path
@@ -32,6 +32,7 @@ from rmlib.config import NOT_RESULTS, ConfigError, project_root
 from rmlib.run.config import RunConfig, load_config, sweep_points
 from rmlib.run.folder import RunFolder
 from rmlib.run.lock import holding
+from rmlib.run.sections import check_run_name
 from rmlib.workbook.device import (
     check_device,
     check_gpu_class,
@@ -39,6 +40,7 @@ from rmlib.workbook.device import (
     nvidia_smi,
     without_vllm,
 )
+from rmlib.workbook.kernels import connection_file, private_folder
 from rmlib.writes import open_append, own_text, refuse_link, unlink_link, write_text
 
 log = logging.getLogger("rmlib.workbook.execute")
@@ -187,10 +189,13 @@ def execute(
     overrides: dict[str, Any] | None = None,
     force: bool = False,
     progress: bool = True,
+    prepare: Callable[[Path], None] | None = None,
 ) -> tuple[RunFolder, list[NotebookResult]]:
     """Run a profile's notebooks in order into outputs/<name>/, resuming completed ones.
 
-    The run folder is locked for the whole run: a second `rmlib run` on it is refused."""
+    The run folder is locked for the whole run: a second `rmlib run` on it is refused.
+    prepare: called with the folder once its lock is held, before anything is written in it
+    (the preflight empties its folder there: never one another process is running in)."""
     if name:  # validated as the params' run.name is: one plain folder name
         overrides = {**(overrides or {}), "run.name": name}
     cfg, note = load_for_machine(params_file, overrides)
@@ -200,7 +205,13 @@ def execute(
     run = RunFolder(Path(cfg.run.output_root) / cfg.run.name)
     refuse_link(run.params_file, "the run folder's params")  # before anything is written
     with holding(run.path):
-        return run, _execute(cfg, run, force=force, progress=progress, note=note)
+        if prepare is not None:
+            prepare(run.path)
+            run = RunFolder(run.path)  # its subfolders again, after what prepare removed
+        with private_folder() as kernels:  # the kernels' sockets: this run's own, then removed
+            return run, _execute(
+                cfg, run, force=force, progress=progress, note=note, kernels=kernels
+            )
 
 
 def load_for_machine(
@@ -217,7 +228,13 @@ def load_for_machine(
 
 
 def _execute(
-    cfg: RunConfig, run: RunFolder, *, force: bool, progress: bool, note: str | None = None
+    cfg: RunConfig,
+    run: RunFolder,
+    *,
+    force: bool,
+    progress: bool,
+    note: str | None = None,
+    kernels: Path | None = None,
 ) -> list[NotebookResult]:
     import papermill as pm
     from papermill.exceptions import PapermillExecutionError
@@ -254,7 +271,7 @@ def _execute(
                     str(dest),
                     parameters={"run_dir": str(run.path.resolve())},
                     kernel_name="python3",
-                    kernel_manager_class=_kernel_manager(),
+                    kernel_manager_class=_kernel_manager(kernels),
                     cwd=str(project_root() / "notebooks"),
                     progress_bar=False,  # the status line below says more than a cell count
                     log_output=False,
@@ -354,7 +371,9 @@ def _interruptible() -> Iterator[None]:
         signal.signal(signal.SIGINT, before)
 
 
-def _kernel_manager() -> type:
+def _kernel_manager(folder: Path | None = None) -> type:
+    """folder: where the kernels' connection files and IPC sockets go (`kernels.private_folder`:
+    the run's own); None: jupyter_client's defaults."""
     from jupyter_client import AsyncKernelManager
     from traitlets import default
 
@@ -372,6 +391,11 @@ def _kernel_manager() -> type:
         @default("transport")
         def _transport_default(self) -> str:
             return "ipc"
+
+        @default("connection_file")
+        def _connection_file_default(self) -> str:
+            # the sockets are named after it (jupyter_client's ip default): the run's own folder
+            return connection_file(folder) if folder is not None else ""
 
         async def shutdown_kernel(self, now: bool = False, restart: bool = False) -> None:
             await super().shutdown_kernel(now=now or _INTERRUPTED.is_set(), restart=restart)
@@ -458,11 +482,47 @@ def _file_hash(path: Path) -> str:
 # ---- sweeps -------------------------------------------------------------------------------------
 
 
+# A point's values become part of one folder name (sections.check_run_name): the characters a
+# folder name cannot hold (or that read badly in one) are escaped as in a URL, '%' first, so two
+# values that differ only in them still name two folders.
+_NAME_ESCAPES = str.maketrans({c: f"%{ord(c):02X}" for c in "% /\\\0"})
+# the longest folder name Linux file systems take (NAME_MAX), in bytes
+MAX_NAME_BYTES = 255
+
+
 def point_name(base: str, point: dict[str, Any]) -> str:
     parts = [f"{k.split('.')[-1]}={v}" for k, v in point.items()]
-    # a point's values become part of one folder name (config.check_run_name)
-    name = "-".join([base, *parts])
-    return name.replace("/", "_").replace("\\", "_").replace("\0", "").replace(" ", "")
+    return "-".join([base, *parts]).translate(_NAME_ESCAPES)
+
+
+def sweep_runs(params_file: str | Path, base: RunConfig) -> list[tuple[str, dict[str, Any]]]:
+    """Each point of the sweep grid with its run name, all checked before the first point runs:
+    a name that is no folder name or too long for one, or two points sharing a folder, is one
+    ValueError naming the points."""
+    points = sweep_points(base)
+    if not points:
+        raise ValueError(f"{params_file}: no 'sweep:' grid to expand")
+    seen: dict[str, dict[str, Any]] = {}
+    runs = []
+    for point in points:
+        name = point_name(base.run.name, point)
+        try:
+            check_run_name(name)
+        except ValueError as e:
+            raise ValueError(f"{params_file}: sweep point {point}: {e}") from None
+        if len(name.encode()) > MAX_NAME_BYTES:
+            raise ValueError(
+                f"{params_file}: sweep point {point}: its run name is {len(name.encode())} bytes, "
+                f"over the {MAX_NAME_BYTES} a folder name holds; shorten run.name or the values"
+            )
+        if name in seen:
+            raise ValueError(
+                f"{params_file}: sweep points {seen[name]} and {point} would share the run folder "
+                f"{name!r}: give the sweep distinct values"
+            )
+        seen[name] = point
+        runs.append((name, point))
+    return runs
 
 
 def sweep(params_file: str | Path, *, progress: bool = True) -> Path:
@@ -470,12 +530,10 @@ def sweep(params_file: str | Path, *, progress: bool = True) -> Path:
     import pandas as pd
 
     base = load_config(params_file)
-    points = sweep_points(base)
-    if not points:
-        raise ValueError(f"{params_file}: no 'sweep:' grid to expand")
+    runs = sweep_runs(params_file, base)  # every name checked before the first point runs
+    points = [point for _, point in runs]
     rows = []
-    for point in points:
-        name = point_name(base.run.name, point)
+    for name, point in runs:
         run, _ = execute(params_file, name=name, overrides=point, progress=progress)
         row = {**point, "run": name}
         row.update(_flat_headlines(run.metrics()))

@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from rmlib.run.config import RunConfig, load_config
+from rmlib.run.lock import LOCK_FILE
 from rmlib.training.grpo_config import batch_plan, per_process
 from rmlib.writes import write_text
 
@@ -115,7 +116,9 @@ def run_preflight(
     """Run the preflight of a profile into a fresh `<run>-preflight` folder; one check a notebook.
 
     A preflight folder of an earlier preflight (it holds MARKER) is emptied first, so every
-    generation is made again at this run's memory settings; any other folder is refused."""
+    generation is made again at this run's memory settings; any other folder is refused. It is
+    emptied under the folder's lock: a preflight still running in it is refused (RunFolderBusy),
+    its store untouched."""
     from rmlib.workbook import execute as runner
 
     overrides = dict(overrides or {})
@@ -125,24 +128,48 @@ def run_preflight(
     over = {**overrides, **preflight_overrides(cfg, items, steps)}
     pcfg = load_config(params_file, over)  # validated before the folder is touched
     folder = Path(pcfg.run.output_root) / pcfg.run.name
-    _fresh(folder)
+    _refuse_foreign(folder)  # before the runner makes or locks anything in it
     try:
-        runner.execute(params_file, overrides=over, progress=progress)
+        runner.execute(params_file, overrides=over, progress=progress, prepare=_fresh)
         failure = ""
     except runner.NotebookFailed as e:
         failure = str(e)
     return folder, checks(pcfg, folder, failure)
 
 
+def _refuse_foreign(folder: Path) -> None:
+    """A folder holding anything (but a lock and empty folders, as the runner makes them) and no
+    MARKER is not a preflight's: refused, since a preflight empties its folder."""
+    if not folder.exists():
+        return
+    if not folder.is_dir() or (
+        not (folder / MARKER).is_file() and any(_holds(e) for e in folder.iterdir())
+    ):
+        raise ValueError(
+            f"{folder} exists and is no preflight folder (no {MARKER} file): a preflight "
+            "empties its folder first; choose another --name"
+        )
+
+
+def _holds(entry: Path) -> bool:
+    """Whether a folder's entry holds something to lose: not the lock, nor an empty folder."""
+    if entry.name == LOCK_FILE:
+        return False
+    return entry.is_symlink() or not entry.is_dir() or any(entry.iterdir())
+
+
 def _fresh(folder: Path) -> None:
-    if folder.exists():
-        if not (folder / MARKER).is_file():
-            raise ValueError(
-                f"{folder} exists and is no preflight folder (no {MARKER} file): a preflight "
-                "empties its folder first; choose another --name"
-            )
-        shutil.rmtree(folder)
-    folder.mkdir(parents=True)
+    """Empty a preflight folder, its lock held (`execute`'s prepare): every entry but the lock
+    removed, links unlinked (never followed), and MARKER written. Checked again under the lock:
+    the folder may have changed since `run_preflight` looked."""
+    _refuse_foreign(folder)
+    for entry in folder.iterdir():
+        if entry.name == LOCK_FILE:
+            continue  # held by this process: removing it would let a second preflight in
+        if entry.is_dir() and not entry.is_symlink():
+            shutil.rmtree(entry)
+        else:
+            entry.unlink()
     write_text(folder / MARKER, "made by `rmlib run --preflight`; emptied by the next one\n")
 
 

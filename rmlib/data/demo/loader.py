@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import hashlib
 import random
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from rmlib.data.demo.arithmetic import gen_add, gen_mul, gen_sub
@@ -55,13 +55,26 @@ def load_demo(
     size = default_size(split)  # also validates split
     n = size if n is None else n
     fams = list(families) if families is not None else list(FAMILIES)
-    unknown = [f for f in fams if f not in FAMILIES]
-    if unknown or not fams:
-        raise ValueError(f"unknown demo families {unknown}; choose from {list(FAMILIES)}")
+    check_families(fams)
     if n < 0:
         raise ValueError(f"n must be >= 0, got {n}")
     pairs = _generate(split, n, seed, fams)
     return LoadResult(source=SOURCE, path="demo:generated", split=split, pairs=pairs, n_rows=n)
+
+
+def check_families(families: Sequence[str]) -> list[str]:
+    """Demo family names: known, at least one, each once (a family listed twice would draw its
+    pairs twice as often); one ValueError saying which."""
+    fams = list(families)
+    if not fams:
+        raise ValueError(f"no demo families: list at least one of {list(FAMILIES)}")
+    unknown = [f for f in fams if f not in FAMILIES]
+    if unknown:
+        raise ValueError(f"unknown demo families {unknown}; choose from {list(FAMILIES)}")
+    twice = sorted({f for f in fams if fams.count(f) > 1})
+    if twice:
+        raise ValueError(f"demo families listed twice: {twice}; list each once")
+    return fams
 
 
 def default_size(split: str = "train") -> int:

