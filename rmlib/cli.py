@@ -315,6 +315,15 @@ def _add_run(sub: argparse._SubParsersAction) -> None:
     )
     sweep.add_argument("params", metavar="PARAMS.yaml")
     sweep.add_argument("--dry-run", action="store_true", help="print the points and their plans")
+    sweep.add_argument(
+        "--over",
+        action="append",
+        default=[],
+        type=_over_option,
+        metavar="KEY=V1,V2,...",
+        help="sweep this dotted key over these values (repeatable), in place of the file's own "
+        "sweep: entry for it; e.g. --over run.seed=0,1,2",
+    )
     sweep.set_defaults(func=_sweep)
 
 
@@ -418,23 +427,36 @@ def _run(args: argparse.Namespace) -> int:
     return 0
 
 
+def _over_option(text: str) -> tuple[str, list]:
+    """KEY=V1,V2,... for `rmlib sweep --over`: each value read as --set reads one."""
+    key, sep, raw = text.partition("=")
+    values = [_set_option(f"{key}={v}")[1] for v in raw.split(",")] if sep and key else []
+    if not values or any(v is None for v in values):
+        raise argparse.ArgumentTypeError(f"expected dotted.key=V1,V2,..., got {text!r}")
+    return key, values
+
+
 def _sweep(args: argparse.Namespace) -> int:
     from rmlib.run.config import load_config
     from rmlib.workbook import execute as runner
 
+    grid = dict(args.over)
     if args.dry_run:
         from rmlib.workbook.plan import plan as plan_run
 
         plans = []
         base = load_config(args.params)
+        base.sweep = {**base.sweep, **grid}
         for name, point in runner.sweep_runs(args.params, base):  # names checked first
             cfg = load_config(args.params, {**point, "run.name": name})
             runner.preflight(cfg)
             plans.append({"point": point, "plan": plan_run(cfg)})
         print(json.dumps(plans, indent=2))
         return 0
-    out = runner.sweep(args.params)
-    print(f"sweep comparison: {out / 'comparison.csv'}")
+    out = runner.sweep(args.params, grid=grid)
+    print(
+        f"sweep comparison: {out / 'comparison.csv'}; spread over the points: {out / 'spread.csv'}"
+    )
     return 0
 
 

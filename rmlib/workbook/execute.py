@@ -525,23 +525,35 @@ def sweep_runs(params_file: str | Path, base: RunConfig) -> list[tuple[str, dict
     return runs
 
 
-def sweep(params_file: str | Path, *, progress: bool = True) -> Path:
-    """One run per grid point (skipping completed ones), then a comparison table across points."""
+def sweep(
+    params_file: str | Path, *, progress: bool = True, grid: dict[str, list] | None = None
+) -> Path:
+    """One run per grid point (skipping completed ones), then a comparison table across points
+    (comparison.csv) and each figure's spread over them (spread.csv: n, mean, min, max; what a
+    sweep over run.seed says one run's numbers are worth). `grid` (dotted key -> values, as
+    `rmlib sweep --over`) replaces the file's `sweep:` keys it names, so any profile sweeps."""
     import pandas as pd
 
+    from rmlib.workbook.spread import run_figures, spread
+
     base = load_config(params_file)
+    if grid:
+        base.sweep = {**base.sweep, **grid}
     runs = sweep_runs(params_file, base)  # every name checked before the first point runs
     points = [point for _, point in runs]
-    rows = []
+    rows, figures = [], {}
     for name, point in runs:
         run, _ = execute(params_file, name=name, overrides=point, progress=progress)
         row = {**point, "run": name}
         row.update(_flat_headlines(run.metrics()))
-        rows.append(row)
+        found = run_figures(run.metrics())
+        figures.update(dict.fromkeys(found))
+        rows.append({**row, **{k: v for k, v in found.items() if k not in row}})
     out = Path(base.run.output_root) / f"{base.run.name}-sweep"
     out.mkdir(parents=True, exist_ok=True)
     table = pd.DataFrame(rows)
     write_text(out / "comparison.csv", table.to_csv(index=False))
+    write_text(out / "spread.csv", spread(table, list(figures)).to_csv(index=False))
     write_text(out / "sweep.yaml", yaml.safe_dump({"points": points}, sort_keys=False))
     from rmlib.plots import sweep_figure
 
