@@ -451,3 +451,38 @@ def test_the_measured_correlations_recover_the_simulated_ones():
         assert p[name] == pytest.approx(getattr(model, name), abs=0.03), name
     assert p["sample_correlation"] == pytest.approx(0.4, abs=0.05)
     assert p["call_correlation"] == pytest.approx(0.6, abs=0.05)
+
+
+def test_what_if_moves_one_parameter_of_the_runs_judge():
+    """06's exercise: the run's measured judge beside the same judge with a parameter moved."""
+    from rmlib.analysis import what_if
+    from rmlib.run.config import config_from_dict
+
+    cfg = config_from_dict({"inference": {"n_samples": 4}, "eval": {"failure_credit": 0.0}})
+    measured = pd.DataFrame(
+        [
+            {
+                "accuracy": 0.6,
+                "confidence_auc": 0.5,
+                "reflection_right": 0.5,
+                "reflection_wrong": 0.5,
+                "n_samples": 4,
+                "parse_rate": 1.0,
+            }
+        ]
+    )
+    same = what_if(cfg, measured).set_index("method")
+    assert (same["difference"] == 0).all()
+    # majority of 4 at 0.6, a 2-2 tie going to the first sample: P(3 or 4) + P(2) / 2 = 0.648
+    assert same.loc["majority", "run's judge"] == pytest.approx(0.648, abs=0.02)
+    # reflections right on every disagreement and no same-verdict winner: ReflectRM is right
+    # exactly when one of the four samples is, 1 - 0.4^4 (4,000 simulated pairs)
+    perfect = what_if(
+        cfg, measured, reflection_right=1.0, reflection_wrong=1.0, agree_win=0.0
+    ).set_index("method")
+    assert perfect.loc["reflectrm", "changed"] == pytest.approx(1 - 0.4**4, abs=0.01)
+    assert perfect.loc["majority", "difference"] == 0  # the votes without stage 2 do not move
+    with pytest.raises(ValueError, match="reflection_wrongg: not a parameter"):
+        what_if(cfg, measured, reflection_wrongg=0.8)
+    with pytest.raises(ValueError, match="call_correlation must be in"):
+        what_if(cfg, measured, call_correlation=2.0)

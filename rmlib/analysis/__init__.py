@@ -70,6 +70,7 @@ from rmlib.analysis.simulation import (
     reflection_pays,
     simulate_pairs,
     simulated_accuracy,
+    what_if,
 )
 
 __all__ = [
@@ -111,6 +112,7 @@ __all__ = [
     "simulated_accuracy",
     "subset_table",
     "unit_suffix",
+    "what_if",
     "wide_intervals",
     "wilson",
     "worked_examples",

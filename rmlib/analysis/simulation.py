@@ -589,3 +589,34 @@ def reflection_pays(
         {"run": records(table), "parameters": records(params), "map": records(grid), **settings},
     )
     return {"map": grid, "run": table, "parameters": params}
+
+
+def what_if(cfg: RunConfig, parameters: pd.DataFrame, **changes: Any) -> pd.DataFrame:
+    """06's exercise: the model's predictions for the run's measured judge (`parameters`:
+    `reflection_pays(...)["parameters"]`) beside the same judge with `changes` (JudgeModel
+    fields: reflection_wrong=0.8, call_correlation=1.0, n_samples=16, ...), one row per method
+    with the difference. Arithmetic on the model, not a measurement; a field the model does not
+    have, or a value out of its range, is one ValueError line."""
+    fields = [f for f in JudgeModel.__dataclass_fields__ if f != "accuracy"] + ["accuracy"]
+    unknown = sorted(set(changes) - set(fields))
+    if unknown:
+        raise ValueError(f"{', '.join(unknown)}: not a parameter of the model; one of {fields}")
+    measured = parameters.iloc[0].to_dict() if len(parameters) else {}
+    run_judge = judge_model_of(measured)
+    if run_judge is None:  # the run measured too little: a judge of its accuracy and N alone
+        accuracy = float(measured.get("accuracy", math.nan))
+        run_judge = JudgeModel(
+            accuracy=accuracy if math.isfinite(accuracy) else 0.5,
+            n_samples=int(cfg.inference.n_samples),
+        )
+    changed = replace(run_judge, **changes)
+    kw = {"seed": cfg.run.seed, "cfg": cfg.inference, "failure_credit": cfg.eval.failure_credit}
+    before, after = simulated_accuracy(run_judge, **kw), simulated_accuracy(changed, **kw)
+    return pd.DataFrame(
+        {
+            "method": list(before),
+            "run's judge": list(before.values()),
+            "changed": [after[m] for m in before],
+            "difference": [after[m] - before[m] for m in before],
+        }
+    )
