@@ -252,6 +252,26 @@ def subtotal(work: Sequence[Work], rates: dict[str, float], model: str) -> float
     )
 
 
+def grpo_steps(
+    rows: Sequence[dict[str, Any]], completions: int, prompt: float
+) -> list[tuple[float, float]]:
+    """(prompt, completion) tokens of an average completion of each GRPO step, from the progress
+    table's rows: completions/mean_length, and the prompt from TRL's running count of tokens
+    seen (num_tokens: prompts and completions, no padding) where every row has it, else
+    `prompt`. Empty when no row has a mean length."""
+    rows = [r for r in rows if r.get("completions/mean_length") is not None]
+    seen = [r.get("num_tokens") for r in rows]
+    out, before = [], 0.0
+    for r, total in zip(rows, seen, strict=True):
+        c = float(r["completions/mean_length"])
+        p = prompt
+        if None not in seen:
+            p = (float(total) - before) / completions - c
+            before = float(total)
+        out.append((p, c))
+    return out
+
+
 def parse_pairs(text: str | None, default_key: str | None = None) -> dict[str, float]:
     """'02=1079,03=443' → {'02': 1079.0, '03': 443.0}; a bare number goes to `default_key`."""
     out: dict[str, float] = {}
@@ -428,20 +448,19 @@ def grpo_work(cfg: Any, fmt: Any, shape: Shape, run: Any) -> list[Work]:
     forwards = (1 if g.beta > 0 else 0) + (1 if g.use_vllm else 0)  # reference, old policy
     out = []
     for model in trained_models(cfg):
-        lengths = [g.max_completion_length] * steps
-        how = f"<= {g.max_completion_length}"
+        steps_ = [(prompt, float(g.max_completion_length))] * steps
+        how = f"prompt ~{prompt:.0f} (mix mean), completions <= {g.max_completion_length}"
         progress = None if run is None else run.path / "training" / model / "progress.jsonl"
         if progress is not None and progress.exists():
             rows = [json.loads(x) for x in progress.read_text().splitlines() if x.strip()]
-            got = [r["completions/mean_length"] for r in rows if "completions/mean_length" in r]
+            got = grpo_steps(rows, completions, prompt)
             if got:
-                lengths, how = got, "the run's mean"
-        p = round(prompt)
-        prompts_per_step = completions // g.num_generations
-        shared = [(p, 0)] * (prompts_per_step * len(lengths))
-        unshared = [(p, 0)] * (completions * len(lengths))
-        calls = [(p, round(c)) for c in lengths for _ in range(completions)]
-        seq = [(p + round(c), round(c)) for c in lengths for _ in range(completions)]
+                steps_, how = got, "the run's per-step means"
+        per_step = completions // g.num_generations
+        shared = [(round(p), 0) for p, _ in steps_ for _ in range(per_step)]
+        unshared = [(round(p), 0) for p, _ in steps_ for _ in range(completions)]
+        calls = [(round(p), round(c)) for p, c in steps_ for _ in range(completions)]
+        seq = [(round(p + c), round(c)) for p, c in steps_ for _ in range(completions)]
         train = sum(train_flops(shape, s, c) for s, c in seq)
         extra = forwards * sum(forward_flops(shape, s, scored=c) for s, c in seq)
         tokens = sum(s for s, _ in seq)
@@ -450,11 +469,11 @@ def grpo_work(cfg: Any, fmt: Any, shape: Shape, run: Any) -> list[Work]:
             _unshared(
                 prefill_work(shape, "03", f"{model}: prefill, no sharing", unshared, gen_prec)
             ),
-            decode_work(shape, "03", f"{model}: decode ({how} tokens)", calls, gen_prec),
+            decode_work(shape, "03", f"{model}: decode ({how})", calls, gen_prec),
             Work("03", f"{model}: policy forward+backward (LoRA)", tokens, train, train_prec),
             Work(
                 "03",
-                f"{model}: {forwards} more forwards (ref, old policy)",
+                f"{model}: reference / old-policy forwards (x{forwards})",
                 forwards * tokens,
                 extra,
                 train_prec,
@@ -475,7 +494,7 @@ def eval_work(cfg: Any, fmt: Any, shape: Shape, run: Any) -> list[Work]:
     pairs = [p for spec in cfg.data.eval for p in load_split(spec, seed).pairs]
     judged = judged_orders(pairs, infer)
     by_key = {p.key: p for p in judged}
-    prefix = {p.key: pair_prefix(fmt, p) for p in judged}
+    prefix: dict[str, int] = {}  # each reflected pair's shared tokens, counted once
     n = infer.n_samples
     out = []
     for model in cfg.eval.models:
@@ -510,7 +529,10 @@ def eval_work(cfg: Any, fmt: Any, shape: Shape, run: Any) -> list[Work]:
             )
             how2 = "the run's"
         keys = {k: 0 for k, _ in refl_calls}
-        pre = {k: min(prefix[k], t) if k in by_key else 0 for k, t in refl_calls}
+        for k, _ in refl_calls:
+            if k not in prefix:
+                prefix[k] = pair_prefix(fmt, by_key[k]) if k in by_key else 0
+        pre = {k: min(prefix[k], t) for k, t in refl_calls}
         out += [
             prefill_work(
                 shape, "04", f"{model}: stage 1 prefill, {len(shared)} prompts", shared, prec

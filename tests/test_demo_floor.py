@@ -102,3 +102,45 @@ def test_a_pairs_reflection_prompts_share_the_pair_part():
     assert pair.response2.strip()[-20:] in shared and "## Critiques for Judgment" in shared
     assert "x" not in shared.partition("[Critique 1 begins]")[2]
     assert floor.refl_cap(fmt, pair, 0) == fmt.refl(pair, "", "").n_tokens
+
+
+def test_a_runs_own_token_counts_replace_the_caps(tmp_path):
+    import pandas as pd
+
+    from rmlib.data.settings import load_split
+    from rmlib.generation.models import TINY_QWEN3, load_tokenizer
+    from rmlib.judge.prompts import PromptFormat
+    from rmlib.run.config import load_config
+    from rmlib.run.folder import RunFolder
+
+    cfg = load_config("params/demo.yaml", {"eval.models": ["base"]})
+    fmt = PromptFormat.of(load_tokenizer(TINY_QWEN3), cfg)
+    key = load_split(cfg.data.eval[0], cfg.run.seed).pairs[0].key
+    run = RunFolder(tmp_path)
+    stage1 = {"key": [key, key], "prompt_tokens": [100, 100], "n_tokens": [10, 20]}
+    run.write_table("rollouts_base", pd.DataFrame(stage1))
+    greedy = {"key": [key], "prompt_tokens": [100], "n_tokens": [5]}
+    run.write_table("greedy_base", pd.DataFrame(greedy))
+    refl = {"key": [key, key], "prompt_tokens": [300, 300], "n_tokens": [7, 9]}
+    run.write_table("reflections_base", pd.DataFrame(refl))
+    rows = {w.part: w for w in floor.eval_work(cfg, fmt, TINY, run)}
+    assert rows["base: stage 1 prefill, 1 prompts"].tokens == 100  # samples and greedy share it
+    assert rows["base: stage 1 prefill, no sharing"].tokens == 300
+    assert rows["base: stage 1 decode (the run's)"].tokens == 35
+    assert rows["base: stage 2 decode (the run's)"].tokens == 16
+    prefix = min(floor.pair_prefix(fmt, load_split(cfg.data.eval[0], 0).pairs[0]), 300)
+    shared = rows["base: stage 2 prefill, 2 calls, pair part shared"]
+    assert shared.tokens == prefix + 2 * (300 - prefix) < 600
+
+
+def test_grpo_steps_from_the_progress_table():
+    rows = [
+        {"completions/mean_length": 16.0, "num_tokens": 418.0},
+        {"completions/mean_length": 16.0, "num_tokens": 938.0},
+        {"completions/mean_length": None, "num_tokens": 1000.0},  # a summary row: skipped
+    ]
+    # 2 completions a step: (418 - 0) / 2 - 16 = 193, then (938 - 418) / 2 - 16 = 244
+    assert floor.grpo_steps(rows, completions=2, prompt=50.0) == [(193.0, 16.0), (244.0, 16.0)]
+    rows[1]["num_tokens"] = None  # no running count: the estimated prompt
+    assert floor.grpo_steps(rows, completions=2, prompt=50.0) == [(50.0, 16.0), (50.0, 16.0)]
+    assert floor.grpo_steps([], completions=2, prompt=50.0) == []
