@@ -200,14 +200,15 @@ def shared_prefill(
 
 
 def stage1_items(
-    prompt_tokens: Sequence[int], n: int, max_new: int, greedy: bool = True
+    prompt_tokens: Sequence[int], n: int, new: Sequence[int], greedy: bool = True
 ) -> tuple[list[tuple[int, int]], list[tuple[int, int]], list[tuple[int, int]]]:
-    """Stage 1 at its caps: prefill shared (once per prompt), prefill unshared (once per
-    request: n samples and the greedy), and the (prompt, new) decode calls."""
+    """Stage 1 of prompts whose requests each write `new[i]` tokens: prefill shared (once per
+    prompt), prefill unshared (once per request: n samples and the greedy), and the (prompt,
+    new) decode calls."""
     per = n + (1 if greedy else 0)
     shared = [(p, 0) for p in prompt_tokens]
     unshared = [(p, 0) for p in prompt_tokens for _ in range(per)]
-    decode = [(p, max_new) for p in prompt_tokens for _ in range(per)]
+    decode = [(p, m) for p, m in zip(prompt_tokens, new, strict=True) for _ in range(per)]
     return shared, unshared, decode
 
 
@@ -364,6 +365,58 @@ def refl_cap(fmt: Any, pair: Any, critique_cap: int) -> int:
     return min(empty + 2 * critique_cap, fmt.budget.max_reflection_prompt_tokens)
 
 
+@dataclass
+class Lengths:
+    """What a generation's length is taken to be where no run gives it. 'cap': every generation
+    at its cap (an upper bound). 'typical': as long as the warm-up's own targets, what the
+    warmed judge was taught to write (a Pref. judgment of the pair in warmup.analysis_style; a
+    reflection's target of warmup.refl_targets; critiques are two such judgments, one each
+    way), each within its cap: an estimate, not a bound."""
+
+    fmt: Any
+    mode: str = "cap"
+    style: str = "evidence"
+    refl_targets: str = "format"
+
+    def _count(self, text: str) -> int:
+        return len(self.fmt.tokenizer(text, add_special_tokens=False)["input_ids"]) + 1  # + end
+
+    def _judgments(self, pair: Any) -> tuple[str, str]:
+        from dataclasses import replace
+
+        from rmlib.data.demo import reference_analysis
+        from rmlib.judge.prompts import format_judgment
+
+        wrong = replace(pair, label=3 - pair.label)
+        return (
+            format_judgment(reference_analysis(pair, self.style), pair.label),
+            format_judgment(reference_analysis(wrong, self.style), wrong.label),
+        )
+
+    def pref_new(self, pair: Any, cap: int) -> int:
+        return cap if self.mode == "cap" else min(cap, self._count(self._judgments(pair)[0]))
+
+    def refl_prompt(self, pair: Any, critique_cap: int) -> int:
+        if self.mode == "cap":
+            return refl_cap(self.fmt, pair, critique_cap)
+        return self.fmt.refl(pair, *self._judgments(pair)).n_tokens
+
+    def refl_new(self, pair: Any, cap: int) -> int:
+        if self.mode == "cap":
+            return cap
+        from rmlib.judge.prompts import format_judgment
+        from rmlib.training.sft import refl_format_analysis, refl_reference_analysis
+
+        if self.refl_targets == "format":
+            analysis = refl_format_analysis(pair, 1)
+        else:
+            analysis = refl_reference_analysis(pair, 1, self.style)
+        return min(cap, self._count(format_judgment(analysis, 1, "refl")))
+
+    def how(self, cap: int) -> str:
+        return f"<= {cap}" if self.mode == "cap" else f"typical, cap {cap}"
+
+
 def warmup_work(cfg: Any, fmt: Any, shape: Shape) -> tuple[list[Work], str]:
     from rmlib.training.sft import warmup_dataset, warmup_pairs
 
@@ -399,7 +452,7 @@ def warmup_work(cfg: Any, fmt: Any, shape: Shape) -> tuple[list[Work], str]:
     return work, note
 
 
-def rollout_work(cfg: Any, fmt: Any, shape: Shape, run: Any) -> list[Work]:
+def rollout_work(cfg: Any, fmt: Any, shape: Shape, run: Any, lengths: Lengths) -> list[Work]:
     from rmlib.data.settings import load_split
 
     prec = _precision(cfg.model.precision)
@@ -409,8 +462,9 @@ def rollout_work(cfg: Any, fmt: Any, shape: Shape, run: Any) -> list[Work]:
     df = _table(run, "rollouts_train")
     if df is None:
         prompts = [fmt.pref(p).n_tokens for p in pairs]
-        shared, unshared, calls = stage1_items(prompts, n, cap, greedy=False)
-        how = f"<= {n} x {cap}"
+        new = [lengths.pref_new(p, cap) for p in pairs]
+        shared, unshared, calls = stage1_items(prompts, n, new, greedy=False)
+        how = f"{n} x {lengths.how(cap)}"
     else:
         per_key = df.groupby("key", sort=False)["prompt_tokens"].first()
         shared = [(int(p), 0) for p in per_key]
@@ -430,7 +484,7 @@ def _unshared(w: Work) -> Work:
     return Work(w.notebook, w.part, w.tokens, w.flops, w.precision, in_total=False)
 
 
-def grpo_work(cfg: Any, fmt: Any, shape: Shape, run: Any) -> list[Work]:
+def grpo_work(cfg: Any, fmt: Any, shape: Shape, run: Any, lengths: Lengths) -> list[Work]:
     from rmlib.data.settings import load_split
     from rmlib.run.models import trained_models
 
@@ -439,17 +493,23 @@ def grpo_work(cfg: Any, fmt: Any, shape: Shape, run: Any) -> list[Work]:
     seed = cfg.data.subsample_seed if cfg.data.subsample_seed is not None else cfg.run.seed
     pairs = load_split(cfg.data.train, seed).pairs
     pref = [fmt.pref(p).n_tokens for p in pairs]
-    refl = [refl_cap(fmt, p, cfg.rollouts.max_new_tokens) for p in pairs]
+    refl = [lengths.refl_prompt(p, cfg.rollouts.max_new_tokens) for p in pairs]
     p_share, r_share = (float(x) for x in str(cfg.mix.ratio).split(":"))
     refl_frac = r_share / (p_share + r_share) if p_share + r_share else 0.0
     prompt = (1 - refl_frac) * sum(pref) / len(pref) + refl_frac * sum(refl) / len(refl)
+    g_cap = g.max_completion_length
+    pref_new = [lengths.pref_new(p, g_cap) for p in pairs]
+    refl_new = [lengths.refl_new(p, g_cap) for p in pairs]
+    completion = (1 - refl_frac) * sum(pref_new) / len(pairs) + refl_frac * sum(refl_new) / len(
+        pairs
+    )
     completions = g.per_device_train_batch_size * g.gradient_accumulation_steps * cfg.run.gpus
     steps = g.max_steps
     forwards = (1 if g.beta > 0 else 0) + (1 if g.use_vllm else 0)  # reference, old policy
     out = []
     for model in trained_models(cfg):
-        steps_ = [(prompt, float(g.max_completion_length))] * steps
-        how = f"prompt ~{prompt:.0f} (mix mean), completions <= {g.max_completion_length}"
+        steps_ = [(prompt, completion)] * steps
+        how = f"prompt ~{prompt:.0f} (mix mean), completions {lengths.how(g_cap)}"
         progress = None if run is None else run.path / "training" / model / "progress.jsonl"
         if progress is not None and progress.exists():
             rows = [json.loads(x) for x in progress.read_text().splitlines() if x.strip()]
@@ -482,7 +542,7 @@ def grpo_work(cfg: Any, fmt: Any, shape: Shape, run: Any) -> list[Work]:
     return out
 
 
-def eval_work(cfg: Any, fmt: Any, shape: Shape, run: Any) -> list[Work]:
+def eval_work(cfg: Any, fmt: Any, shape: Shape, run: Any, lengths: Lengths) -> list[Work]:
     import pandas as pd
 
     from rmlib.data.settings import load_split
@@ -501,17 +561,18 @@ def eval_work(cfg: Any, fmt: Any, shape: Shape, run: Any) -> list[Work]:
         ro, gr, rf = (_table(run, f"{t}_{model}") for t in ("rollouts", "greedy", "reflections"))
         if ro is None:
             prompts = [fmt.pref(p).n_tokens for p in judged]
-            shared, unshared, calls1 = stage1_items(
-                prompts, n, infer.max_new_tokens, greedy=infer.run_greedy
-            )
-            how1 = f"<= {n}+1 x {infer.max_new_tokens}"
-            refl_calls = [
-                (p.key, refl_cap(fmt, p, infer.max_new_tokens))
+            new = [lengths.pref_new(p, infer.max_new_tokens) for p in judged]
+            shared, unshared, calls1 = stage1_items(prompts, n, new, greedy=infer.run_greedy)
+            how1 = f"{n}+1 x {lengths.how(infer.max_new_tokens)}"
+            cap2 = infer.reflection_max_new_tokens
+            planned = [
+                (p, lengths.refl_prompt(p, infer.max_new_tokens), lengths.refl_new(p, cap2))
                 for p in judged
                 for _ in range((n - 1) * (2 if infer.random_anchor_on(p.source) else 1))
             ]
-            calls2 = [(t, infer.reflection_max_new_tokens) for _, t in refl_calls]
-            how2 = f"<= {infer.reflection_max_new_tokens}"
+            refl_calls = [(p.key, t) for p, t, _ in planned]
+            calls2 = [(t, m) for _, t, m in planned]
+            how2 = lengths.how(cap2)
         else:
             both = ro if gr is None else pd.concat([ro, gr])
             per_key = both.groupby("key", sort=False)["prompt_tokens"].first()
@@ -570,6 +631,11 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--params", help="params file (default params/demo.yaml, or the run's)")
     p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE")
     p.add_argument("--run", help="a run folder: its generated token counts replace the caps")
+    p.add_argument(
+        "--typical",
+        action="store_true",
+        help="without a run: generations as long as the warm-up's targets, not at their caps",
+    )
     p.add_argument("--measure", action="store_true", help="time fp32 and bf16 GEMMs here")
     p.add_argument("--gflops", help="the matmul rate: fp32=X,bf16=Y or one number for both")
     p.add_argument("--measured-s", help="measured notebook times, e.g. 02=1079,03=443,04=2203")
@@ -615,18 +681,24 @@ def main(argv: list[str] | None = None) -> int:
     shape = Shape.of(json.loads((Path(path) / "config.json").read_text()))
     tokenizer = load_tokenizer(path, trust_remote_code=cfg.model.trust_remote_code)
     fmt = PromptFormat.of(tokenizer, cfg)
+    lengths = Lengths(
+        fmt,
+        "typical" if args.typical else "cap",
+        cfg.warmup.analysis_style,
+        cfg.warmup.refl_targets,
+    )
     rates = rates_of(args, shape)
     print(
         f"{cfg.model.backbone}: {shape.body_params / 1e6:.1f} M parameters outside the "
         f"embedding, LM head {shape.head_params / 1e6:.1f} M; rates (GFLOP/s): "
         + ", ".join(f"{k} {v:.0f}" for k, v in rates.items())
-        + f"; token counts: {'the run ' + args.run if run else 'caps (upper bounds)'}"
+        + f"; token counts: {'the run ' + args.run if run else lengths.mode}"
     )
     warm, note = warmup_work(cfg, fmt, shape)
     books = {
-        "02": warm + rollout_work(cfg, fmt, shape, run),
-        "03": grpo_work(cfg, fmt, shape, run),
-        "04": eval_work(cfg, fmt, shape, run),
+        "02": warm + rollout_work(cfg, fmt, shape, run, lengths),
+        "03": grpo_work(cfg, fmt, shape, run, lengths),
+        "04": eval_work(cfg, fmt, shape, run, lengths),
     }
     measured = parse_pairs(args.measured_s)
     result: dict[str, Any] = {"rates_gflops": rates, "params": params, "run": args.run}
@@ -634,7 +706,7 @@ def main(argv: list[str] | None = None) -> int:
         rows = table(books.get(book, []), rates, measured.get(book))
         result[book] = rows
         print(f"\n{book}" + ("" if book in books else ": no model compute counted"))
-        print(pd.DataFrame(rows).fillna("").to_string(index=False))
+        print(pd.DataFrame(rows).to_string(index=False, na_rep=""))
         if book == "02" and note:
             print(note)
         for key, value in measured.items():  # '04/base=870': one model's share of a notebook

@@ -53,7 +53,7 @@ def test_prefix_sharing_and_stage1_items():
     assert items == [(6, 0), (10, 6), (12, 6)]
     work = floor.prefill_work(TINY, "04", "p", items, "fp32")
     assert work.tokens == 6 + 4 + 6  # against 22 without sharing
-    shared, unshared, decode = floor.stage1_items([100, 50], n=2, max_new=8)
+    shared, unshared, decode = floor.stage1_items([100, 50], n=2, new=[8, 8])
     assert shared == [(100, 0), (50, 0)]
     assert len(unshared) == 6 and sum(new for _, new in decode) == 6 * 8
     assert floor.decode_work(TINY, "04", "d", [(3, 2)], "fp32").flops == 140
@@ -123,7 +123,7 @@ def test_a_runs_own_token_counts_replace_the_caps(tmp_path):
     run.write_table("greedy_base", pd.DataFrame(greedy))
     refl = {"key": [key, key], "prompt_tokens": [300, 300], "n_tokens": [7, 9]}
     run.write_table("reflections_base", pd.DataFrame(refl))
-    rows = {w.part: w for w in floor.eval_work(cfg, fmt, TINY, run)}
+    rows = {w.part: w for w in floor.eval_work(cfg, fmt, TINY, run, floor.Lengths(fmt))}
     assert rows["base: stage 1 prefill, 1 prompts"].tokens == 100  # samples and greedy share it
     assert rows["base: stage 1 prefill, no sharing"].tokens == 300
     assert rows["base: stage 1 decode (the run's)"].tokens == 35
@@ -144,3 +144,19 @@ def test_grpo_steps_from_the_progress_table():
     rows[1]["num_tokens"] = None  # no running count: the estimated prompt
     assert floor.grpo_steps(rows, completions=2, prompt=50.0) == [(50.0, 16.0), (50.0, 16.0)]
     assert floor.grpo_steps([], completions=2, prompt=50.0) == []
+
+
+def test_typical_lengths_are_the_warm_up_targets_within_their_caps():
+    from rmlib.data.demo import load_demo, reference_analysis
+    from rmlib.generation.models import TINY_QWEN3, load_tokenizer
+    from rmlib.judge.prompts import PromptFormat, format_judgment
+
+    fmt = PromptFormat(load_tokenizer(TINY_QWEN3))
+    [pair] = load_demo(split="eval", n=1, seed=0).pairs
+    target = format_judgment(reference_analysis(pair, "evidence"), pair.label)
+    n = len(fmt.tokenizer(target, add_special_tokens=False)["input_ids"]) + 1
+    typical = floor.Lengths(fmt, "typical", "evidence")
+    assert typical.pref_new(pair, 10_000) == n and typical.pref_new(pair, 5) == 5
+    assert floor.Lengths(fmt).pref_new(pair, 128) == 128
+    assert 0 < typical.refl_new(pair, 10_000) < 100  # "Critique 1 concludes ... " and a verdict
+    assert typical.refl_prompt(pair, 128) > fmt.pref(pair).n_tokens
