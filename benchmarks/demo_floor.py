@@ -18,10 +18,12 @@ warm-up examples of `warmup_dataset`):
   inference.max_new_tokens each; at most reflection_max_new_tokens new tokens).
 
 Without a run folder every generation is at its cap: an upper bound on the work, so the floor
-it gives is the floor of the worst case. With `--run outputs/demo` the run's own tables replace
-the caps (rollouts_train, rollouts_/greedy_/reflections_<model>: their prompt_tokens and
-n_tokens columns; training/<model>/progress.jsonl: completions/mean_length), and the run's
-params.yaml is read unless --params is given.
+it gives is the floor of the worst case; `--typical` takes each generation as long as the
+warm-up's own targets instead (what the warmed judge was taught to write: an estimate). With
+`--run outputs/demo` the run's own tables replace the caps (rollouts_train,
+rollouts_/greedy_/reflections_<model>: their prompt_tokens and n_tokens columns;
+training/<model>/progress.jsonl: completions/mean_length, and the prompts from TRL's running
+token count), and the run's params.yaml is read unless --params is given.
 
 FLOPs (SmolLM2-135M: 30 layers, hidden 576, MLP 1536, 9 query / 3 key-value heads of 64;
 106.2 M parameters outside the embedding, 28.3 M in the tied embedding / LM head):
@@ -49,6 +51,7 @@ takes each precision's best rate; `--gflops fp32=X,bf16=Y` (or one number for bo
 a key `04/base=870` sets one model's share of a notebook against that model's rows.
 
     python benchmarks/demo_floor.py --measure --measured-s 01=7,02=1079,03=443,04=2203
+    python benchmarks/demo_floor.py --measure --typical --measured-s 04=2203,04/base=870
     python benchmarks/demo_floor.py --run outputs/demo --gflops fp32=150
 
 The floor counts matrix products only: model loads, engine starts, the merge, tokenizing,
