@@ -174,3 +174,43 @@ def test_a_cpu_constants_file_gives_a_card_of_positive_finite_numbers_or_one_lin
     for value in (card.memory_gib, card.bandwidth_gb_s, card.bf16_tflops):
         assert math.isfinite(value) and value > 0
     assert all(math.isfinite(c.value) and c.value >= 0 for c in constants.values())
+
+
+# ---------------------------------------------------------------- lengths files
+
+
+json_values = st.recursive(
+    st.none() | st.booleans() | st.floats() | st.integers(-5, 5000) | st.text(max_size=4),
+    lambda inner: (
+        st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=6), inner, max_size=3)
+    ),
+    max_leaves=12,
+)
+lengths_like = st.dictionaries(
+    st.sampled_from(["demo", "rewardbench", "x"]),
+    st.fixed_dictionaries({"prompt_tokens": st.dictionaries(st.just("mean"), json_values)}),
+    max_size=3,
+)
+
+
+@settings(
+    max_examples=80, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(data=st.one_of(json_values, lengths_like))
+def test_a_lengths_file_gives_finite_positive_prompt_lengths_or_one_line(tmp_path, data):
+    """Any JSON at all: the dry run gets a finite length above 0 for every source, or one
+    ValueError line naming the file (before: a KeyError or a negative or infinite figure)."""
+    import math
+
+    from rmlib.workbook.plan.lengths import source_length
+
+    path = tmp_path / "lengths.json"
+    path.write_text(json.dumps(data))
+    try:
+        measured = read_lengths(path)
+    except ValueError as e:
+        assert str(e).startswith(f"{path}: ") and "\n" not in str(e)
+        return
+    for source in measured:
+        length = source_length(source, measured).prompt_tokens
+        assert math.isfinite(length) and length > 0
