@@ -214,3 +214,38 @@ def test_a_lengths_file_gives_finite_positive_prompt_lengths_or_one_line(tmp_pat
     for source in measured:
         length = source_length(source, measured).prompt_tokens
         assert math.isfinite(length) and length > 0
+
+
+# ---------------------------------------------------------------- model configs
+
+dims = st.one_of(st.none(), st.booleans(), st.integers(-3, 4096), st.floats(), st.text(max_size=2))
+config_like = st.fixed_dictionaries(
+    {
+        "vocab_size": dims,
+        "hidden_size": dims,
+        "intermediate_size": dims,
+        "num_hidden_layers": dims,
+        "num_attention_heads": dims,
+    },
+    optional={"num_key_value_heads": dims, "head_dim": dims, "num_experts": dims},
+)
+
+
+@settings(
+    max_examples=80, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(config=st.one_of(config_like, json_values))
+def test_a_local_model_config_gives_positive_dimensions_none_or_one_line(tmp_path, config):
+    """Any config.json: the dry run gets the model's facts with every dimension above 0, None
+    (not a dense decoder it can cost), or one ValueError line naming the file and key."""
+    from rmlib.workbook.plan.facts import model_facts
+
+    (tmp_path / "config.json").write_text(json.dumps(config))
+    try:
+        facts = model_facts(str(tmp_path))
+    except ValueError as e:
+        assert str(e).startswith(f"{tmp_path / 'config.json'}: ") and "\n" not in str(e)
+        return
+    if facts is not None:
+        sizes = (facts.vocab, facts.hidden, facts.intermediate, facts.layers, facts.q_dim)
+        assert all(v > 0 for v in sizes) and facts.kv_dim > 0 and facts.params > 0
