@@ -249,3 +249,48 @@ def test_a_local_model_config_gives_positive_dimensions_none_or_one_line(tmp_pat
     if facts is not None:
         sizes = (facts.vocab, facts.hidden, facts.intermediate, facts.layers, facts.q_dim)
         assert all(v > 0 for v in sizes) and facts.kv_dim > 0 and facts.params > 0
+
+
+# ---------------------------------------------------------------- a writer's crash behaviour
+
+
+@settings(
+    max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(
+    limit=st.integers(0, 6000),
+    note=st.text(max_size=3000),
+    mean=st.floats(1, 1e5, allow_nan=False),
+)
+def test_a_lengths_write_cut_anywhere_leaves_the_old_file_or_the_new_one(
+    tmp_path, limit, note, mean
+):
+    """A file size limit (as `ulimit -f`, a disk filling) at any byte: the lengths file is the
+    earlier one or the new one, never a mix, and no temporary file is left. The limit is set in
+    this process for the one write only (Python ignores SIGXFSZ: the write fails with EFBIG)."""
+    import resource
+    import tempfile
+
+    from rmlib.workbook.plan.lengths import write_lengths
+
+    folder = Path(tempfile.mkdtemp(dir=tmp_path))  # one per example
+    out = folder / "lengths.json"
+    write_lengths(out, "demo", {"prompt_tokens": {"mean": 200.0}})
+    before = out.read_bytes()
+    entry = {"prompt_tokens": {"mean": mean}, "note": note}
+    soft, hard = resource.getrlimit(resource.RLIMIT_FSIZE)
+    resource.setrlimit(resource.RLIMIT_FSIZE, (limit, hard))
+    try:
+        write_lengths(out, "rewardbench", entry)
+        wrote = True
+    except OSError as e:
+        wrote = False
+        assert str(e).startswith(f"{out}: the lengths file could not be written (")
+    finally:
+        resource.setrlimit(resource.RLIMIT_FSIZE, (soft, hard))
+    data = json.loads(out.read_text())
+    if wrote:
+        assert data == {"demo": {"prompt_tokens": {"mean": 200.0}}, "rewardbench": entry}
+    else:
+        assert out.read_bytes() == before
+    assert [p.name for p in folder.iterdir()] == ["lengths.json"]
