@@ -66,3 +66,10 @@ def test_a_demo_family_listed_twice_in_a_data_set_is_refused_at_load():
     spec = {"source": "demo", "split": "eval", "options": {"families": ["refusal", "refusal"]}}
     with pytest.raises(ConfigError, match=r"'data.eval\[0\]': demo families listed twice"):
         load_config(DEMO, {"data.eval": [spec]})
+
+
+def test_a_run_name_too_long_for_a_folder_is_refused_at_load():
+    """Before: accepted by the dry run, an OSError when the run folder was made."""
+    with pytest.raises(ConfigError, match="is 300 bytes, over the 255 a folder name holds"):
+        load_config(DEMO, {"run.name": "r" * 300})
+    assert load_config(DEMO, {"run.name": "r" * 255}).run.name == "r" * 255

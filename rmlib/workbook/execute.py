@@ -457,8 +457,6 @@ def _file_hash(path: Path) -> str:
 # folder name cannot hold (or that read badly in one) are escaped as in a URL, '%' first, so two
 # values that differ only in them still name two folders.
 _NAME_ESCAPES = str.maketrans({c: f"%{ord(c):02X}" for c in "% /\\\0"})
-# the longest folder name Linux file systems take (NAME_MAX), in bytes
-MAX_NAME_BYTES = 255
 
 
 def point_name(base: str, point: dict[str, Any]) -> str:
@@ -478,14 +476,9 @@ def sweep_runs(params_file: str | Path, base: RunConfig) -> list[tuple[str, dict
     for point in points:
         name = point_name(base.run.name, point)
         try:
-            check_run_name(name)
+            check_run_name(name)  # one folder name, at most NAME_MAX bytes
         except ValueError as e:
             raise ValueError(f"{params_file}: sweep point {point}: {e}") from None
-        if len(name.encode()) > MAX_NAME_BYTES:
-            raise ValueError(
-                f"{params_file}: sweep point {point}: its run name is {len(name.encode())} bytes, "
-                f"over the {MAX_NAME_BYTES} a folder name holds; shorten run.name or the values"
-            )
         if name in seen:
             raise ValueError(
                 f"{params_file}: sweep points {seen[name]} and {point} would share the run folder "
