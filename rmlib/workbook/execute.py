@@ -322,12 +322,12 @@ _INTERRUPTED = threading.Event()
 
 @contextlib.contextmanager
 def _interruptible() -> Iterator[None]:
-    """While a notebook runs, Ctrl-C marks the run interrupted (so `_kernel_manager` kills the
-    kernel at once) and raises KeyboardInterrupt as usual."""
+    """While a notebook runs, Ctrl-C (and SIGTERM) marks the run interrupted (so
+    `_kernel_manager` kills the kernel at once) and raises KeyboardInterrupt as usual (SIGTERM:
+    whatever the command line's handler raises, `cli.Terminated`)."""
     _INTERRUPTED.clear()
     main = threading.current_thread() is threading.main_thread()
-    # handlers can only be set from the main thread; an ignored SIGINT (nohup, `cmd &`) stays so
-    if not main or signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+    if not main:  # handlers can only be set from the main thread
         yield
         return
 
@@ -335,11 +335,24 @@ def _interruptible() -> Iterator[None]:
         _INTERRUPTED.set()
         raise KeyboardInterrupt
 
-    before = signal.signal(signal.SIGINT, on_sigint)
+    term_before = signal.getsignal(signal.SIGTERM)
+
+    def on_sigterm(signum: int, frame: Any) -> None:
+        _INTERRUPTED.set()
+        if callable(term_before):
+            term_before(signum, frame)
+        raise KeyboardInterrupt
+
+    # an ignored SIGINT (nohup, `cmd &`) stays so
+    before = signal.getsignal(signal.SIGINT)
+    if before is not signal.SIG_IGN:
+        signal.signal(signal.SIGINT, on_sigint)
+    signal.signal(signal.SIGTERM, on_sigterm)
     try:
         yield
     finally:
         signal.signal(signal.SIGINT, before)
+        signal.signal(signal.SIGTERM, term_before)
 
 
 def _kernel_manager(folder: Path | None = None) -> type:
