@@ -31,6 +31,37 @@ from rmlib.workbook.lab import add_lab_parser
 EXIT_ERROR = 1
 EXIT_USAGE = 2
 EXIT_INTERRUPTED = 130  # 128 + SIGINT: the shell's status for a command stopped by Ctrl-C
+EXIT_TERMINATED = 143  # 128 + SIGTERM
+
+
+class Terminated(KeyboardInterrupt):
+    """SIGTERM (`kill PID`, a scheduler's stop), raised where the command is, as Ctrl-C is: every
+    `finally` and exit handler runs, so the engines, servers and kernels the command started are
+    stopped with it. Python's default for SIGTERM ends the process at once, leaving a vLLM engine
+    core and its resource tracker running."""
+
+
+def _on_sigterm(signum: int, frame: Any) -> None:
+    raise Terminated()
+
+
+@contextlib.contextmanager
+def _stopping_on_sigterm() -> Iterator[None]:
+    """SIGTERM raises Terminated while the command runs (main thread only: elsewhere Python
+    allows no handler); the earlier handler is restored after."""
+    import signal
+    import threading
+
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    before = signal.signal(signal.SIGTERM, _on_sigterm)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, before)
+
+
 EXPECTED_ERRORS: tuple[type[BaseException], ...] = (
     DataError,
     HubUnavailable,
@@ -888,7 +919,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Run the command line; returns the exit code (console script and `python -m rmlib`)."""
     args = build_parser().parse_args(argv)
     try:
-        return args.func(args) or 0
+        with _stopping_on_sigterm():
+            return args.func(args) or 0
     except UsageError as err:
         print(f"rmlib: error: {_one_line(err)}", file=sys.stderr)
         return EXIT_USAGE
@@ -900,6 +932,9 @@ def main(argv: Sequence[str] | None = None) -> int:
             raise
         print(f"rmlib: error: {_one_line(err)}", file=sys.stderr)
         return EXIT_ERROR
+    except Terminated:
+        print("rmlib: terminated (SIGTERM); what it started was stopped", file=sys.stderr)
+        return EXIT_TERMINATED
     except KeyboardInterrupt as err:
         # Ctrl-C is the user's own doing: one line (rmlib run's says how to resume), no traceback
         hint = f": {err}" if str(err) else ""

@@ -174,3 +174,123 @@ def test_a_cpu_constants_file_gives_a_card_of_positive_finite_numbers_or_one_lin
     for value in (card.memory_gib, card.bandwidth_gb_s, card.bf16_tflops):
         assert math.isfinite(value) and value > 0
     assert all(math.isfinite(c.value) and c.value >= 0 for c in constants.values())
+
+
+# ---------------------------------------------------------------- lengths files
+
+
+json_values = st.recursive(
+    st.none() | st.booleans() | st.floats() | st.integers(-5, 5000) | st.text(max_size=4),
+    lambda inner: (
+        st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=6), inner, max_size=3)
+    ),
+    max_leaves=12,
+)
+lengths_like = st.dictionaries(
+    st.sampled_from(["demo", "rewardbench", "x"]),
+    st.fixed_dictionaries({"prompt_tokens": st.dictionaries(st.just("mean"), json_values)}),
+    max_size=3,
+)
+
+
+@settings(
+    max_examples=80, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(data=st.one_of(json_values, lengths_like))
+def test_a_lengths_file_gives_finite_positive_prompt_lengths_or_one_line(tmp_path, data):
+    """Any JSON at all: the dry run gets a finite length above 0 for every source, or one
+    ValueError line naming the file (before: a KeyError or a negative or infinite figure)."""
+    import math
+
+    from rmlib.workbook.plan.lengths import source_length
+
+    path = tmp_path / "lengths.json"
+    path.write_text(json.dumps(data))
+    try:
+        measured = read_lengths(path)
+    except ValueError as e:
+        assert str(e).startswith(f"{path}: ") and "\n" not in str(e)
+        return
+    for source in measured:
+        length = source_length(source, measured).prompt_tokens
+        assert math.isfinite(length) and length > 0
+
+
+# ---------------------------------------------------------------- model configs
+
+dims = st.one_of(st.none(), st.booleans(), st.integers(-3, 4096), st.floats(), st.text(max_size=2))
+config_like = st.fixed_dictionaries(
+    {
+        "vocab_size": dims,
+        "hidden_size": dims,
+        "intermediate_size": dims,
+        "num_hidden_layers": dims,
+        "num_attention_heads": dims,
+    },
+    optional={"num_key_value_heads": dims, "head_dim": dims, "num_experts": dims},
+)
+
+
+@settings(
+    max_examples=80, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(config=st.one_of(config_like, json_values))
+def test_a_local_model_config_gives_positive_dimensions_none_or_one_line(tmp_path, config):
+    """Any config.json: the dry run gets the model's facts with every dimension above 0, None
+    (not a dense decoder it can cost), or one ValueError line naming the file and key."""
+    from rmlib.workbook.plan.facts import model_facts
+
+    (tmp_path / "config.json").write_text(json.dumps(config))
+    try:
+        facts = model_facts(str(tmp_path))
+    except ValueError as e:
+        assert str(e).startswith(f"{tmp_path / 'config.json'}: ") and "\n" not in str(e)
+        return
+    if facts is not None:
+        sizes = (facts.vocab, facts.hidden, facts.intermediate, facts.layers, facts.q_dim)
+        assert all(v > 0 for v in sizes) and facts.kv_dim > 0 and facts.params > 0
+
+
+# ---------------------------------------------------------------- a writer's crash behaviour
+
+
+@settings(
+    max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(
+    limit=st.integers(0, 6000),
+    note=st.text(max_size=3000),
+    mean=st.floats(1, 1e5, allow_nan=False),
+)
+def test_a_lengths_write_cut_anywhere_leaves_the_old_file_or_the_new_one(
+    tmp_path, limit, note, mean
+):
+    """A file size limit (as `ulimit -f`, a disk filling) at any byte: the lengths file is the
+    earlier one or the new one, never a mix, and no temporary file is left. The limit is set in
+    this process for the one write only (Python ignores SIGXFSZ: the write fails with EFBIG)."""
+    import resource
+    import tempfile
+
+    from rmlib.workbook.plan.lengths import write_lengths
+
+    folder = Path(tempfile.mkdtemp(dir=tmp_path))  # one per example
+    out = folder / "lengths.json"
+    write_lengths(out, "demo", {"prompt_tokens": {"mean": 200.0}})
+    before = out.read_bytes()
+    entry = {"prompt_tokens": {"mean": mean}, "note": note}
+    soft, hard = resource.getrlimit(resource.RLIMIT_FSIZE)
+    resource.setrlimit(resource.RLIMIT_FSIZE, (limit, hard))
+    try:
+        write_lengths(out, "rewardbench", entry)
+        wrote = True
+    except OSError as e:
+        wrote = False
+        assert str(e).startswith(f"{out}: the lengths file could not be written (")
+    finally:
+        resource.setrlimit(resource.RLIMIT_FSIZE, (soft, hard))
+    data = json.loads(out.read_text())
+    if wrote:
+        assert data == {"demo": {"prompt_tokens": {"mean": 200.0}}, "rewardbench": entry}
+    else:
+        assert out.read_bytes() == before
+    assert [p.name for p in folder.iterdir()] == ["lengths.json"]

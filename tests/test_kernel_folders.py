@@ -65,3 +65,21 @@ def test_a_killed_runs_folder_is_swept_and_a_live_ones_kept(tmp_path):
     (tmp_path / "unrelated").mkdir()
     assert kernels.sweep(tmp_path) == [killed]
     assert live.exists() and (tmp_path / "unrelated").exists()
+
+
+def test_sigterm_while_a_notebook_runs_kills_its_kernel_at_once(monkeypatch):
+    """SIGTERM marks the run interrupted, as Ctrl-C (the kernel is killed, not shut down
+    gracefully while busy), and the command line's own handler still decides what is raised."""
+    import signal
+    import time
+
+    from rmlib.cli import Terminated, _stopping_on_sigterm
+    from rmlib.workbook import execute
+
+    before = signal.getsignal(signal.SIGTERM)
+    with pytest.raises(Terminated), _stopping_on_sigterm(), execute._interruptible():
+        os.kill(os.getpid(), signal.SIGTERM)
+        time.sleep(5)  # the handler raises at once: the sleep is cut short
+    assert execute._INTERRUPTED.is_set()
+    assert signal.getsignal(signal.SIGTERM) is before
+    execute._INTERRUPTED.clear()

@@ -840,7 +840,7 @@ def test_sweep_points_differing_only_in_spaces_or_slashes_get_their_own_folders(
             "sweep points {'mix.ratio': '4:1'} and {'mix.ratio': '4:1'} would share the run "
             "folder 'smoke-ratio=4:1'",
         ),
-        ("  mix.ratio: ['1:0', '4:1']\n", "s" * 250, "its run name is 260 bytes, over the 255"),
+        ("  mix.ratio: ['1:0', '4:1']\n", "s" * 250, "is 260 bytes, over the 255"),
     ],
 )
 def test_a_sweep_whose_folders_collide_or_are_too_long_is_refused_before_the_first_point(

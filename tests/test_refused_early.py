@@ -59,3 +59,17 @@ def test_serve_kv_cache_gib_is_refused_naming_the_flag_before_anything_is_writte
     err = capsys.readouterr().err
     assert f"argument --kv-cache-gib: expected a number of GiB above 0, got '{value}'" in err
     assert list(tmp_path.iterdir()) == []
+
+
+def test_a_demo_family_listed_twice_in_a_data_set_is_refused_at_load():
+    """Before: accepted; the loader drew that family's pairs twice as often."""
+    spec = {"source": "demo", "split": "eval", "options": {"families": ["refusal", "refusal"]}}
+    with pytest.raises(ConfigError, match=r"'data.eval\[0\]': demo families listed twice"):
+        load_config(DEMO, {"data.eval": [spec]})
+
+
+def test_a_run_name_too_long_for_a_folder_is_refused_at_load():
+    """Before: accepted by the dry run, an OSError when the run folder was made."""
+    with pytest.raises(ConfigError, match="is 300 bytes, over the 255 a folder name holds"):
+        load_config(DEMO, {"run.name": "r" * 300})
+    assert load_config(DEMO, {"run.name": "r" * 255}).run.name == "r" * 255

@@ -468,6 +468,25 @@ def test_trl_fields_read_without_importing_trl_are_grpo_configs_own():
     assert trl_config_fields() == {f.name for f in fields(GRPOConfig)}
 
 
+def test_a_misspelt_trl_mode_is_refused_before_any_work():
+    """Before: TRL takes the mode as any string; a misspelt one reached notebook 03."""
+    from dataclasses import fields
+
+    from trl import GRPOConfig
+
+    from rmlib.config import ConfigError
+    from rmlib.training.grpo_config import TRL_CHOICES
+    from rmlib.workbook.execute import check_trl_keys
+
+    bad = config_from_dict({"grpo": {"trl": {"vllm_importance_sampling_mode": "sequence_masks"}}})
+    with pytest.raises(ConfigError, match="'grpo.trl.vllm_importance_sampling_mode': "):
+        check_trl_keys(bad)
+    check_trl_keys(config_from_dict({"grpo": {"trl": {"importance_sampling_level": "sequence"}}}))
+    helps = {f.name: f.metadata.get("help", "") for f in fields(GRPOConfig)}
+    for key, allowed in TRL_CHOICES.items():  # each mode named by TRL's own help
+        assert all(f"'{mode}'" in helps[key] or f"`'{mode}'`" in helps[key] for mode in allowed)
+
+
 def test_command_line_overrides():
     from rmlib.training.grpo import _parse_set, main
 

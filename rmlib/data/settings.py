@@ -8,6 +8,7 @@ from typing import Literal
 
 from rmlib.config import PARAMS, Count, Seed, doc
 from rmlib.data import load
+from rmlib.data.demo.loader import check_families
 from rmlib.data.pair import LoadResult, subsample
 
 
@@ -24,6 +25,14 @@ class DatasetSpec:
         "Bad rows: 'raise' (default) or 'skip' (counted).", "raise"
     )
     options: dict = doc("Extra loader options (e.g. drop_ties).", {})
+
+    def __post_init__(self) -> None:
+        # the demo's families are refused when the params load, not when notebook 01 loads them
+        if self.source == "demo" and "families" in self.options:
+            families = self.options["families"]
+            if not isinstance(families, list) or not all(isinstance(f, str) for f in families):
+                raise ValueError(f"options.families: expected a list of names, got {families!r}")
+            check_families(families)
 
 
 @dataclass

@@ -21,6 +21,10 @@ from rmlib.config import PARAMS, Count, OpenShare, Positive, Seed, Share, doc, p
 Model = Literal["base", "rft", "same_volume", "unified", "refl_only"]
 
 
+# the longest folder name Linux file systems take (NAME_MAX), in bytes
+MAX_NAME_BYTES = 255
+
+
 def check_run_name(name: str) -> str:
     """A run name is one plain folder name: the run folder is output_root/name, and a name with
     a separator, '..' or an absolute path would put a run's files (executed notebooks, tables)
@@ -30,6 +34,11 @@ def check_run_name(name: str) -> str:
         raise ValueError(
             f"run name {name!r} is not one folder name: not '', '.' or '..', no '/', '\\' or "
             "NUL, not absolute (run.output_root says where run folders go)"
+        )
+    if len(name.encode()) > MAX_NAME_BYTES:
+        raise ValueError(
+            f"run name {name[:40]!r}... is {len(name.encode())} bytes, over the {MAX_NAME_BYTES} a "
+            "folder name holds (NAME_MAX): shorten it"
         )
     # a name is printed in logs, tables and terminals: no newline, terminal escape (control
     # characters), bidi override or other invisible format character that would forge them

@@ -337,6 +337,20 @@ def grpo_args(
     return config
 
 
+# grpo.trl fields TRL takes as a plain string and never checks (a misspelt mode would reach the
+# trainer, inside notebook 03): their values, from TRL's own field help (tests/test_grpo_config
+# checks each is named there).
+TRL_CHOICES: dict[str, tuple[str, ...]] = {
+    "vllm_importance_sampling_mode": (
+        "token_truncate",
+        "token_mask",
+        "sequence_truncate",
+        "sequence_mask",
+    ),
+    "importance_sampling_level": ("token", "sequence"),
+}
+
+
 def check_trl_keys(trl: dict[str, Any]) -> None:
     """Refuse a grpo.trl key that trl.GRPOConfig does not have (`rmlib run` and its dry run call
     this before any work; torch-free, see trl_config_fields)."""
@@ -345,6 +359,11 @@ def check_trl_keys(trl: dict[str, Any]) -> None:
     unknown = sorted(set(trl) - trl_config_fields())
     if unknown:
         raise ValueError(f"'grpo.trl': {unknown} are not trl.GRPOConfig fields")
+    for key, allowed in TRL_CHOICES.items():
+        if key in trl and trl[key] not in allowed:
+            raise ValueError(
+                f"'grpo.trl.{key}': {trl[key]!r} is not one of TRL's modes {list(allowed)}"
+            )
 
 
 def trl_config_fields() -> frozenset[str]:

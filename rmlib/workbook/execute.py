@@ -351,12 +351,12 @@ _INTERRUPTED = threading.Event()
 
 @contextlib.contextmanager
 def _interruptible() -> Iterator[None]:
-    """While a notebook runs, Ctrl-C marks the run interrupted (so `_kernel_manager` kills the
-    kernel at once) and raises KeyboardInterrupt as usual."""
+    """While a notebook runs, Ctrl-C (and SIGTERM) marks the run interrupted (so
+    `_kernel_manager` kills the kernel at once) and raises KeyboardInterrupt as usual (SIGTERM:
+    whatever the command line's handler raises, `cli.Terminated`)."""
     _INTERRUPTED.clear()
     main = threading.current_thread() is threading.main_thread()
-    # handlers can only be set from the main thread; an ignored SIGINT (nohup, `cmd &`) stays so
-    if not main or signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+    if not main:  # handlers can only be set from the main thread
         yield
         return
 
@@ -364,11 +364,24 @@ def _interruptible() -> Iterator[None]:
         _INTERRUPTED.set()
         raise KeyboardInterrupt
 
-    before = signal.signal(signal.SIGINT, on_sigint)
+    term_before = signal.getsignal(signal.SIGTERM)
+
+    def on_sigterm(signum: int, frame: Any) -> None:
+        _INTERRUPTED.set()
+        if callable(term_before):
+            term_before(signum, frame)
+        raise KeyboardInterrupt
+
+    # an ignored SIGINT (nohup, `cmd &`) stays so
+    before = signal.getsignal(signal.SIGINT)
+    if before is not signal.SIG_IGN:
+        signal.signal(signal.SIGINT, on_sigint)
+    signal.signal(signal.SIGTERM, on_sigterm)
     try:
         yield
     finally:
         signal.signal(signal.SIGINT, before)
+        signal.signal(signal.SIGTERM, term_before)
 
 
 def _kernel_manager(folder: Path | None = None) -> type:
@@ -486,8 +499,6 @@ def _file_hash(path: Path) -> str:
 # folder name cannot hold (or that read badly in one) are escaped as in a URL, '%' first, so two
 # values that differ only in them still name two folders.
 _NAME_ESCAPES = str.maketrans({c: f"%{ord(c):02X}" for c in "% /\\\0"})
-# the longest folder name Linux file systems take (NAME_MAX), in bytes
-MAX_NAME_BYTES = 255
 
 
 def point_name(base: str, point: dict[str, Any]) -> str:
@@ -507,14 +518,9 @@ def sweep_runs(params_file: str | Path, base: RunConfig) -> list[tuple[str, dict
     for point in points:
         name = point_name(base.run.name, point)
         try:
-            check_run_name(name)
+            check_run_name(name)  # one folder name, at most NAME_MAX bytes
         except ValueError as e:
             raise ValueError(f"{params_file}: sweep point {point}: {e}") from None
-        if len(name.encode()) > MAX_NAME_BYTES:
-            raise ValueError(
-                f"{params_file}: sweep point {point}: its run name is {len(name.encode())} bytes, "
-                f"over the {MAX_NAME_BYTES} a folder name holds; shorten run.name or the values"
-            )
         if name in seen:
             raise ValueError(
                 f"{params_file}: sweep points {seen[name]} and {point} would share the run folder "

@@ -159,6 +159,8 @@ def model_facts(backbone: str) -> ModelFacts | None:
         dims = json.loads(read_text(config, "model config"))
     except (OSError, ValueError):  # unreadable, not JSON, or over the limit: no facts
         return None
+    if not isinstance(dims, dict):
+        raise ValueError(f"{config}: not a model config (expected a JSON object)")
     dense = all(isinstance(dims.get(k), int) for k in (*_DENSE_KEYS, "num_attention_heads"))
     if not dense or any(dims.get(k) for k in _MOE_KEYS):
         return None

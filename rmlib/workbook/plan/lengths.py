@@ -19,6 +19,7 @@ machines).
 from __future__ import annotations
 
 import json
+import math
 import statistics
 from dataclasses import dataclass
 from pathlib import Path
@@ -132,6 +133,14 @@ def read_lengths(path: str | Path | None) -> dict[str, Any]:
     )
     if not ok:
         raise ValueError(f"{path}: not a lengths file (source -> {{prompt_tokens: {{mean}}}})")
+    for source, entry in data.items():
+        mean = entry["prompt_tokens"].get("mean")
+        number = isinstance(mean, int | float) and not isinstance(mean, bool)
+        if not number or not math.isfinite(mean) or mean <= 0:
+            raise ValueError(
+                f"{path}: {source}.prompt_tokens.mean: expected a finite number of tokens above "
+                f"0, got {mean!r}"
+            )
     return data
 
 
