@@ -58,15 +58,16 @@ def test_stage2_summary_counts_reflection_accuracy_and_the_gain_over_majority_by
             "confidence": [-0.1, -0.2, -0.3, -0.4],
         }
     )
-    # ReflectRM's calls: two informative (one prefers the correct critique, one not), one where
-    # both critiques agree (uninformative); the random anchor's call is not ReflectRM's
+    # ReflectRM's calls: two informative (a right critique overrules a wrong anchor; a wrong one
+    # beats a right anchor), one where both critiques are right (uninformative); the random
+    # anchor's call is not ReflectRM's
     reflections = pd.DataFrame(
         {
             "key": ["a", "a", "b", "b"],
             "method": ["reflectrm", "reflectrm", "reflectrm", "random_anchor"],
-            "prefers_correct": [True, False, None, True],
-            "other_wins": [True, False, False, True],
-            "i_correct": [True, False, True, True],
+            "other_wins": [True, True, False, False],
+            "i_correct": [True, False, True, False],
+            "anchor_correct": [False, True, True, True],
         }
     )
     predictions = pd.DataFrame(
