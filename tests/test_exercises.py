@@ -115,3 +115,11 @@ def test_04s_worked_pair_is_one_where_reflectrm_and_majority_disagree(tmp_path_f
     assert (table["role"] == "anchor").sum() == 1
     beat = table[table["role"] != "anchor"]
     assert beat["reflection"].str.contains("Critique").all()  # each call's own words
+
+
+def test_a_run_folder_without_its_models_says_so_in_one_line(tmp_path_factory, tmp_path, capsys):
+    shared = shared_run(tmp_path_factory)
+    run = type(shared)(shutil.copytree(shared.path, tmp_path / "run"))  # tables, no adapters
+    table = exercises.rerun_inference(run.config(), run, {}, model="unified")
+    assert table.empty
+    assert "holds no adapter" in capsys.readouterr().out

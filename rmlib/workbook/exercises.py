@@ -44,7 +44,8 @@ def rerun_inference(
     Returns one row per method: the run's accuracy and the changed run's (parse failures at the
     run's failure credit, both orders pooled), their difference, and on how many judged pairs
     the verdict changed. A line says how many generations came from the store and how many were
-    made now (stored too, so a second try generates nothing)."""
+    made now (stored too, so a second try generates nothing). A run folder without the model's
+    adapter (its tables copied elsewhere) says so in one line and gives an empty table."""
     from rmlib.judge.prompts import PromptFormat
     from rmlib.reflect import run_reflectrm
     from rmlib.run import models as run_models
@@ -54,7 +55,12 @@ def rerun_inference(
     model = model or run_models.headline_model(run_models.evaluated_models(cfg, run))
     if run_models.stage1_model(cfg, model) != model:
         raise ValueError(f"{model}: reflects on another model's stage 1; pick one with its own")
-    gen, tokenizer = backend(cfg, run, model_ref(cfg, run, model), with_adapters=True)
+    try:
+        ref = model_ref(cfg, run, model)
+    except FileNotFoundError as e:  # a run folder without its trained models (copied tables)
+        print(f"this exercise reruns the run's own models, and {e}")
+        return pd.DataFrame(columns=["method", "run", "changed", "difference"])
+    gen, tokenizer = backend(cfg, run, ref, with_adapters=True)
     result = run_reflectrm(
         run.pairs("pairs_eval"), gen, PromptFormat.of(tokenizer, cfg), new.inference
     )
