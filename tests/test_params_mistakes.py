@@ -294,3 +294,11 @@ def test_a_yaml_alias_is_a_copy_of_its_anchor_not_the_same_section(tmp_path):
     data = read_yaml("a: &x {k: [1, {j: 2}]}\nb: *x\n")
     assert data["a"] == data["b"] and data["a"] is not data["b"]
     assert data["a"]["k"][1] is not data["b"]["k"][1]
+
+
+def test_an_unknown_key_holding_a_newline_is_still_one_line():
+    """Found by the property test above: `--set model={"\\n": null}` named the key 'model.\\n'
+    with a real line break in the error line."""
+    with pytest.raises(ConfigError) as e:
+        load_config(SMOKE, {"model": {"\n": None}})
+    assert "\n" not in str(e.value) and "unknown key 'model.\\n'" in str(e.value)

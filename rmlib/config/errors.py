@@ -43,6 +43,12 @@ def cut(text: str, limit: int = 300) -> str:
     return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
+def printable(text: str) -> str:
+    """`text` with each unprintable character (a newline, a control or format character)
+    written as its escape, so that a line quoting it stays one line."""
+    return "".join(c if c.isprintable() else repr(c)[1:-1] for c in text)
+
+
 @functools.cache
 def _validator(cls: type) -> TypeAdapter:
     return TypeAdapter(cls)
@@ -83,7 +89,7 @@ def _first_error(e: ValidationError, cls: type, where: str, source: str) -> str:
     moved = [x for x in errors if _dotted(where, x["loc"]) in MOVED_KEYS]
     err = moved[0] if moved else errors[0]
     loc = err["loc"]
-    key = _dotted(where, loc)
+    key = printable(_dotted(where, loc))  # a key is user text: a newline in it stays one line
     more = f" (and {e.error_count() - 1} more)" if e.error_count() > 1 else ""
     if key in MOVED_KEYS:
         return f"{source}: '{key}' moved to '{MOVED_KEYS[key]}': set it there instead{more}"
