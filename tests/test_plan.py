@@ -434,8 +434,8 @@ def test_a_trainer_only_check_measures_the_trainer_and_names_what_stays_assumed(
     assert "NF4 trainer 11.5 GiB reserved" in out.stdout
     assert (
         "(gpu_check --trainer-only measured no value for hf_generate_tokens_per_s, "
-        "grpo_vllm_generate_tokens_per_s, vllm_engine_start_s, vllm_decode_tokens_per_s: "
-        "they stay assumed)"
+        "grpo_vllm_generate_tokens_per_s, vllm_engine_start_s, grpo_sync_s, "
+        "vllm_decode_tokens_per_s: they stay assumed)"
     ) in out.stdout
 
 
