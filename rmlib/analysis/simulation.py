@@ -528,8 +528,7 @@ def reflection_pays(
     seed = cfg.run.seed if seed is None else seed
     measured = measured_parameters(cfg, run, model)
     fitted = judge_model_of(measured)
-    accuracy = measured["accuracy"] if math.isfinite(measured["accuracy"]) else 0.5
-    base = fitted or JudgeModel(accuracy=accuracy, n_samples=int(cfg.inference.n_samples))
+    base = fitted or _accuracy_only_judge(measured, int(cfg.inference.n_samples))
     common = {
         "base": base,
         "auc_grid": auc_grid,
@@ -540,10 +539,10 @@ def reflection_pays(
         "failure_credit": cfg.eval.failure_credit,
     }
     n = int(cfg.inference.n_samples)
-    panels = [reflection_map(accuracy, n, **common).assign(panel="same")]
+    panels = [reflection_map(base.accuracy, n, **common).assign(panel="same")]
     if math.isfinite(measured["reflection_right"]):
         keep = float(measured["reflection_right"])
-        over = reflection_map(accuracy, n, reflection_right=keep, **common)
+        over = reflection_map(base.accuracy, n, reflection_right=keep, **common)
         panels.append(over.assign(panel="overrule"))
     grid = pd.concat(panels, ignore_index=True)
     sim_kw = {"cfg": cfg.inference, "failure_credit": cfg.eval.failure_credit}
@@ -591,24 +590,26 @@ def reflection_pays(
     return {"map": grid, "run": table, "parameters": params}
 
 
+def _accuracy_only_judge(measured: dict[str, Any], n_samples: int) -> JudgeModel:
+    """The judge of a run that measured too little to fit one: its stage-1 accuracy (0.5 when
+    unmeasured) and N, every other parameter at the model's default."""
+    accuracy = float(measured.get("accuracy", math.nan))
+    return JudgeModel(accuracy=accuracy if math.isfinite(accuracy) else 0.5, n_samples=n_samples)
+
+
 def what_if(cfg: RunConfig, parameters: pd.DataFrame, **changes: Any) -> pd.DataFrame:
     """06's exercise: the model's predictions for the run's measured judge (`parameters`:
     `reflection_pays(...)["parameters"]`) beside the same judge with `changes` (JudgeModel
     fields: reflection_wrong=0.8, call_correlation=1.0, n_samples=16, ...), one row per method
     with the difference. Arithmetic on the model, not a measurement; a field the model does not
     have, or a value out of its range, is one ValueError line."""
-    fields = [f for f in JudgeModel.__dataclass_fields__ if f != "accuracy"] + ["accuracy"]
+    fields = list(JudgeModel.__dataclass_fields__)
     unknown = sorted(set(changes) - set(fields))
     if unknown:
         raise ValueError(f"{', '.join(unknown)}: not a parameter of the model; one of {fields}")
     measured = parameters.iloc[0].to_dict() if len(parameters) else {}
-    run_judge = judge_model_of(measured)
-    if run_judge is None:  # the run measured too little: a judge of its accuracy and N alone
-        accuracy = float(measured.get("accuracy", math.nan))
-        run_judge = JudgeModel(
-            accuracy=accuracy if math.isfinite(accuracy) else 0.5,
-            n_samples=int(cfg.inference.n_samples),
-        )
+    n_samples = int(cfg.inference.n_samples)
+    run_judge = judge_model_of(measured) or _accuracy_only_judge(measured, n_samples)
     changed = replace(run_judge, **changes)
     kw = {"seed": cfg.run.seed, "cfg": cfg.inference, "failure_credit": cfg.eval.failure_credit}
     before, after = simulated_accuracy(run_judge, **kw), simulated_accuracy(changed, **kw)
