@@ -13,6 +13,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from scripts import without_vllm
 
 from rmlib.config import ConfigError
 from rmlib.run.config import config_from_dict
@@ -20,13 +21,6 @@ from rmlib.workbook import device
 from rmlib.workbook.execute import load_for_machine
 
 ROOT = Path(__file__).resolve().parents[1]
-BLOCKER = ROOT / "tests" / "no_vllm"
-
-
-def _env(log: Path) -> dict[str, str]:
-    """This environment with vLLM unimportable in the child and every process it starts."""
-    path = os.pathsep.join([str(BLOCKER), str(ROOT), os.environ.get("PYTHONPATH", "")])
-    return {**os.environ, "PYTHONPATH": path, "RMLIB_NO_VLLM_LOG": str(log)}
 
 
 def test_a_run_that_asks_for_vllm_moves_to_transformers_in_one_line(monkeypatch, tmp_path):
@@ -113,7 +107,11 @@ def test_the_blocker_hides_vllm_and_records_each_import(tmp_path):
         "try:\n    import vllm.lora\nexcept ImportError:\n    pass\n"
     )
     out = subprocess.run(
-        [sys.executable, "-c", code], env=_env(log), capture_output=True, text=True, timeout=120
+        [sys.executable, "-c", code],
+        env=without_vllm(log),
+        capture_output=True,
+        text=True,
+        timeout=120,
     )
     assert out.returncode == 0, out.stderr[-2000:]
     assert out.stdout.split() == ["None", "False", "False", "False"]
@@ -124,9 +122,9 @@ def test_the_blocker_hides_vllm_and_records_each_import(tmp_path):
 # profile cut to its cheapest: a run that asks for vLLM everywhere, moved to transformers by
 # `rmlib run`'s rule; rollouts judged by the transformers backend, the mix, and one GRPO step of
 # the unified judge with TRL's own generation, in the training's own process (launch.py), all
-# with vLLM unimportable. Without papermill's kernels: the whole smoke profile so (every notebook,
-# `rmlib run` under the same blocker) took 10 min 12 s on this project's 2-core AVX2 machine; this
-# piece 105 s (146 s beside that run). Both measured with other agents' work running.
+# with vLLM unimportable. The whole smoke profile (every notebook, `rmlib run`, as written: it
+# asks for no vLLM) runs under the same blocker in test_workbook's smoke run; this piece adds
+# the switch from a run that asks for vLLM, at 105 s on the 2-core AVX2 machine.
 _STEPS = """
 import json, sys
 from pathlib import Path
@@ -157,7 +155,7 @@ def test_the_workbook_path_runs_on_transformers_with_vllm_unimportable(tmp_path)
     out = subprocess.run(
         [sys.executable, "-c", _STEPS, str(tmp_path)],
         cwd=ROOT,
-        env={**_env(log), "HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1"},
+        env={**without_vllm(log), "HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1"},
         capture_output=True,
         text=True,
         timeout=600,

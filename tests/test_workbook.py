@@ -10,6 +10,7 @@ from pathlib import Path
 
 import nbformat
 import pytest
+from scripts import without_vllm
 
 ROOT = Path(__file__).resolve().parents[1]
 NOTEBOOKS = sorted((ROOT / "notebooks").glob("*.ipynb"))
@@ -176,6 +177,11 @@ def test_notebook_sources_are_output_free_and_parameterised(path):
 
 @pytest.mark.slow
 def test_smoke_run_makes_a_complete_run_folder(tmp_path):
+    """The smoke profile end to end on the transformers backend, with vLLM unimportable in
+    every process of the run (as on an install without it: `make ENGINE=none`, macOS), so a
+    step that needs vLLM where none is installed fails here."""
+    log = tmp_path / "vllm_imports.log"
+    env = without_vllm(log)
     out = subprocess.run(
         [
             sys.executable,
@@ -187,6 +193,7 @@ def test_smoke_run_makes_a_complete_run_folder(tmp_path):
             f"run.output_root={tmp_path}",
         ],
         cwd=ROOT,
+        env=env,
         capture_output=True,
         text=True,
         timeout=1800,
@@ -225,6 +232,7 @@ def test_smoke_run_makes_a_complete_run_folder(tmp_path):
     assert "unified · reflectrm" in (adapter / "README.md").read_text()  # the card's evaluation
     assert (run / "report.md").read_text().startswith("# Run report: smoke")
     assert not unexplained_noise(run)
+    assert not log.exists(), f"vLLM was imported on the path without it:\n{log.read_text()}"
 
     again = subprocess.run(
         [
@@ -237,11 +245,13 @@ def test_smoke_run_makes_a_complete_run_folder(tmp_path):
             f"run.output_root={tmp_path}",
         ],
         cwd=ROOT,
+        env=env,
         capture_output=True,
         text=True,
         timeout=600,
     )
     assert again.returncode == 0 and "7 skipped" in again.stdout  # resumed: nothing re-run
+    assert not log.exists(), log.read_text()
     _reflection_only_judge_reuses_stage1(run)
 
 
