@@ -1,20 +1,26 @@
 """`rmlib lab`'s parts without a browser: the run folder its kernels open and lock, the lab's
-command, and notebooks saved without outputs (tests/test_lab_browser.py drives the whole)."""
+command, notebooks saved without outputs, and its kernels' private folder
+(tests/test_lab_browser.py drives the whole in a browser)."""
 
 from __future__ import annotations
 
+import json
 import os
 import signal
+import socket
 import subprocess
 import sys
 import textwrap
+import time
+import urllib.request
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from rmlib.run import lock
 from rmlib.run.folder import ENV_PARAMS, ENV_RUN_DIR, open_run
-from rmlib.workbook import lab
+from rmlib.workbook import kernels, lab
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -143,3 +149,80 @@ def test_a_notebook_run_by_rmlib_run_leaves_the_lock_to_the_runner(tmp_path):
     open_run(folder, None)
     with lock.holding(folder):
         pass
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _api(base: str, token: str, path: str, method: str = "GET", body: dict | None = None) -> Any:
+    data = None if body is None else json.dumps(body).encode()
+    req = urllib.request.Request(f"{base}{path}", data=data, method=method)
+    req.add_header("Authorization", f"token {token}")
+    with urllib.request.urlopen(req, timeout=60) as r:
+        return json.loads(r.read() or b"null")
+
+
+def _kill_processes_naming(text: str) -> None:
+    """SIGKILL every process whose command line holds `text` (a killed lab's orphaned kernel)."""
+    for proc in Path("/proc").iterdir():
+        try:
+            if proc.name.isdigit() and text in (proc / "cmdline").read_text():
+                os.kill(int(proc.name), signal.SIGKILL)
+        except (OSError, UnicodeDecodeError):
+            continue
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("stop", [signal.SIGTERM, signal.SIGKILL], ids=["SIGTERM", "SIGKILL"])
+def test_the_labs_kernels_keep_their_connection_files_in_a_private_folder(tmp_path, stop):
+    """A kernel started in the real JupyterLab of `rmlib lab` writes its connection file (its
+    signing key) in a private folder of that lab, not Jupyter's runtime folder: the folder goes
+    when the lab stops (SIGTERM), and a killed lab's (SIGKILL) is swept by the next run."""
+    tmp, runtime = tmp_path / "tmp", tmp_path / "runtime"
+    tmp.mkdir()
+    port, token = _free_port(), "rmlib-lab-test"
+    args = ["--no-browser", "--ip=127.0.0.1", f"--port={port}", f"--IdentityProvider.token={token}"]
+    env = {**os.environ, "TMPDIR": str(tmp), "JUPYTER_RUNTIME_DIR": str(runtime)}
+    log = tmp_path / "lab.log"
+    with log.open("w") as out:
+        server = subprocess.Popen(
+            [sys.executable, "-m", "rmlib", "lab", "--run", str(tmp_path / "run"), "--", *args],
+            cwd=ROOT,
+            env=env,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+    base = f"http://127.0.0.1:{port}"
+    folder = None
+    try:
+        deadline = time.monotonic() + 120
+        while True:
+            assert server.poll() is None, log.read_text()[-3000:]
+            assert time.monotonic() < deadline, log.read_text()[-3000:]
+            try:
+                _api(base, token, "/api/status")
+                break
+            except OSError:
+                time.sleep(0.5)
+        kernel = _api(base, token, "/api/kernels", "POST", {"name": "python3"})["id"]
+        (folder,) = tmp.glob(f"{kernels.PREFIX}*")
+        assert folder.name.startswith(f"{kernels.PREFIX}{server.pid}-")  # the lab's own pid
+        assert (folder / f"kernel-{kernel}.json").is_file()
+        assert not list(runtime.glob("kernel-*.json"))  # not in Jupyter's shared folder
+        os.killpg(server.pid, stop)
+        server.wait(timeout=120)
+    finally:
+        if server.poll() is None:
+            os.killpg(server.pid, signal.SIGKILL)
+            server.wait()
+        if folder is not None:
+            _kill_processes_naming(str(folder))
+    if stop == signal.SIGTERM:
+        assert not folder.exists(), list(folder.iterdir())
+    else:
+        assert (folder / f"kernel-{kernel}.json").is_file()  # what a killed lab leaves
+        assert kernels.sweep(tmp) == [folder] and not folder.exists()

@@ -9,10 +9,15 @@ socket names from it), live in a folder of its own: `<tmp>/rmlib-kernels-<pid>-X
 by `mkdtemp` (mode 0700, a fresh name). A Unix socket's path is limited to about 107 bytes, so
 the folder is under the temporary directory, not the run folder. A folder whose run was killed
 (its pid gone) is removed by the next run of the same user (`sweep`).
+
+`rmlib lab`'s kernels get one too (`lab_folder`, through rmlib.workbook.lab_kernels), in place of
+Jupyter's shared runtime folder, where a killed lab's connection files (each holding its kernel's
+signing key) stayed.
 """
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import os
 import shutil
@@ -68,3 +73,13 @@ def connection_file(folder: Path) -> str:
     os.close(fd)
     os.unlink(name)  # jupyter_client writes it; only the fresh name is wanted
     return name
+
+
+def lab_folder(root: str | Path | None = None) -> Path:
+    """A fresh folder for this process's kernels, as `private_folder` names it (so a killed
+    process's is swept by the next run or lab), removed when the process exits: for a server
+    that outlives any `with` block of ours (JupyterLab, which `rmlib lab` becomes by exec)."""
+    sweep(root)
+    folder = Path(tempfile.mkdtemp(prefix=f"{PREFIX}{os.getpid()}-", dir=root))
+    atexit.register(shutil.rmtree, folder, ignore_errors=True)
+    return folder

@@ -55,7 +55,8 @@ def lab_environment(run_dir: Path, params_file: Path) -> dict[str, str]:
 
 def lab_command(jupyter_args: Sequence[str] = ()) -> list[str]:
     """JupyterLab with the notebooks folder as its root, in this interpreter's environment,
-    saving notebooks without their outputs, with its settings defaults from LAB_SETTINGS."""
+    saving notebooks without their outputs, with its settings defaults from LAB_SETTINGS and
+    its kernels' connection files in a private folder (rmlib.workbook.lab_kernels)."""
     # Jupyter refuses to start as root without --allow-root; containers and these 2-core
     # machines run as root, where `make lab` must work as the README says
     root = ["--allow-root"] if os.geteuid() == 0 and "--allow-root" not in jupyter_args else []
@@ -66,6 +67,7 @@ def lab_command(jupyter_args: Sequence[str] = ()) -> list[str]:
         f"--ServerApp.root_dir={project_root() / 'notebooks'}",
         f"--FileContentsManager.pre_save_hook={__name__}.strip_outputs",
         f"--LabApp.app_settings_dir={LAB_SETTINGS}",
+        "--ServerApp.kernel_manager_class=rmlib.workbook.lab_kernels.LabKernelManager",
         *root,
         *jupyter_args,
     ]
