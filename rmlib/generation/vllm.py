@@ -23,12 +23,15 @@ old engine down first (one card, one engine).
 
 from __future__ import annotations
 
+import contextlib
 import gc
 import importlib.util
 import json
 import os
+import signal
+import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
@@ -174,10 +177,58 @@ def engine(settings: EngineSettings) -> Any:
         # read by the engine's worker when it binds its threads (inherited environment)
         os.environ["VLLM_CPU_NUM_OF_RESERVED_CPU"] = str(settings.cpu_reserved_cores)
     os.environ.update(model_runner_env(settings.model_runner))  # the engine core inherits it
-    with quiet.spawned_children_import_rmlib():  # the engine core is spawned in LLM()
-        llm = LLM(**settings.llm_kwargs(on_cuda))
+    with stops_raised_through(), quiet.spawned_children_import_rmlib():
+        llm = LLM(**settings.llm_kwargs(on_cuda))  # the engine core is spawned here
     _ENGINE = (settings, llm)
     return llm
+
+
+class _Stop(BaseException):
+    """A Ctrl-C or SIGTERM during the engine start, carried as what vLLM does not catch."""
+
+    def __init__(self, stop: KeyboardInterrupt) -> None:
+        super().__init__(stop)
+        self.stop = stop
+
+
+@contextlib.contextmanager
+def stops_raised_through() -> Iterator[None]:
+    """Ctrl-C and SIGTERM stop the block. vLLM's engine start swallows KeyboardInterrupt
+    (vllm.utils.network_utils.zmq_socket_ctx, around the engine core's handshake, logs it at
+    debug and goes on), after which the front end waited out VLLM_ENGINE_READY_TIMEOUT_S for a
+    handshake that would never come: a stop sent while the engine started was lost for minutes.
+    Here what the SIGINT and SIGTERM handlers raise (KeyboardInterrupt, the command line's
+    Terminated) crosses vLLM's code as another exception, which vLLM cleans up after as after
+    any failure, and is raised as itself at the block's end. The handlers themselves are the
+    ones installed before; an ignored signal stays ignored. Main thread only (Python sets
+    handlers nowhere else)."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    before = {sig: signal.getsignal(sig) for sig in (signal.SIGINT, signal.SIGTERM)}
+
+    def carried(signum: int, frame: Any) -> None:
+        handler = before[signum]
+        try:
+            if callable(handler):
+                handler(signum, frame)
+            else:  # SIG_DFL: as if no handler were set (SIGTERM ends the process here)
+                signal.signal(signum, signal.SIG_DFL)
+                signal.raise_signal(signum)
+        except KeyboardInterrupt as stop:
+            raise _Stop(stop) from None
+
+    for sig, handler in before.items():
+        if handler not in (signal.SIG_IGN, None):  # ignored stays ignored; None: not Python's
+            signal.signal(sig, carried)
+    try:
+        yield
+    except _Stop as carrier:
+        raise carrier.stop from None
+    finally:
+        for sig, handler in before.items():
+            if handler is not None:
+                signal.signal(sig, handler)
 
 
 def shutdown() -> None:

@@ -276,12 +276,13 @@ def _execute(
                     progress_bar=False,  # the status line below says more than a cell count
                     log_output=False,
                 )
-        except KeyboardInterrupt:
+        except KeyboardInterrupt as stop:
             # state.json is untouched: the notebook reruns, its finished generations come
             # from the store. No log line: the command line prints the one line the user sees.
-            raise Interrupted(
-                f"run again with the same command to resume from {run.path}"
-            ) from None
+            # A SIGTERM (the command line's own KeyboardInterrupt subclass) keeps its type, so
+            # the exit status still says which signal stopped the run.
+            kind = Interrupted if type(stop) is KeyboardInterrupt else type(stop)
+            raise kind(f"run again with the same command to resume from {run.path}") from None
         except PapermillExecutionError as e:
             state[nb] = {"status": "failed", **stamp, "cell_index": e.cell_index}
             _write_state(run, state)
