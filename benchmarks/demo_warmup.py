@@ -13,8 +13,9 @@ This is how docs/demo-judge.md's tries were measured, one line per try:
 With --stage2 the base model runs the run's whole two-stage inference instead (04's
 `run_reflectrm`: stage 1, greedy, stage 2 and every vote) and the summary adds what the base's
 reflection can do before any Refl. training: its reflection accuracy (the right critique chosen
-where exactly one of the two is right) and ReflectRM minus majority vote. Compare the warm-up's
-Refl. targets so, one seed at a time:
+where exactly one of the two is right) and ReflectRM minus majority vote, and 06's model checked
+on it (`map_check`: each method's predicted accuracy against the measured one's interval).
+Compare the warm-up's Refl. targets so, one seed at a time:
 
     python benchmarks/demo_warmup.py --stage2 --set warmup.refl_targets=format --set run.seed=1
     python benchmarks/demo_warmup.py --stage2 --set warmup.refl_targets=correct --set run.seed=1
@@ -100,6 +101,18 @@ def stage2_summary(tables: dict[str, Any], failure_credit: float) -> dict[str, A
     }
 
 
+def map_check(cfg: Any, run: Any, tables: dict[str, Any]) -> list[dict[str, Any]]:
+    """06's model on this base: the tables written as 04 writes a model's (as `base`), then
+    `reflection_pays`'s `run` rows: per method, the accuracy predicted from the measured
+    parameters (and with both correlations at 0) beside the measured accuracy, its bootstrap
+    interval and whether the prediction falls inside it."""
+    from rmlib.analysis.simulation import reflection_pays
+
+    for name, table in tables.items():
+        run.write_table(f"{name}_base", table)
+    return reflection_pays(cfg, run, "base")["run"].to_dict("records")
+
+
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     import pandas as pd
@@ -138,6 +151,7 @@ def main(argv: list[str] | None = None) -> int:
         tables = run_reflectrm(run.pairs("pairs_eval"), gen, fmt, infer).tables()
         rollouts, greedy = tables["rollouts"], tables["greedy"]
         stage2 = stage2_summary(tables, cfg.eval.failure_credit)
+        stage2["map_check"] = map_check(cfg, run, tables)
     else:
         sampling = infer.sampling_params()
         rollouts = judge_pairs(pairs, gen, fmt, n=infer.n_samples, params=sampling, **kw)
@@ -160,7 +174,7 @@ def main(argv: list[str] | None = None) -> int:
     }
     if stage2 is not None:
         result["stage2"] = stage2
-        print(json.dumps(stage2, indent=1))
+        print(json.dumps(stage2, indent=1, default=str))
     print(pd.DataFrame(kinds).to_string(index=False))
     print(pd.DataFrame(table).to_string(index=False))
     print(f"warm-up {warmup_s:.0f} s, judging {judge_s:.0f} s; {overrides}")
