@@ -4,6 +4,7 @@ guard."""
 from __future__ import annotations
 
 import json
+import os
 import sys
 from pathlib import Path
 
@@ -173,6 +174,23 @@ def test_adapter_loads_and_changes_identity(tmp_path):
     )  # retrained into the same folder
     second = model_identity(TINY_QWEN3, precision="fp32", adapter=str(tmp_path / "adapter"))
     assert first != second and first.startswith(f"{TINY_QWEN3}|fp32|adapter:")
+
+
+def test_a_checkpoint_trained_again_in_its_folder_gets_another_identity(tmp_path):
+    """A run's warmed-up base (models/base) is trained again into the same folder when the
+    warm-up's settings change: the store must not serve the old base's generations for it."""
+    base = tmp_path / "models" / "base"
+    base.mkdir(parents=True)
+    (base / "config.json").write_text("{}")
+    (base / "model.safetensors").write_bytes(b"old weights")
+    first = model_identity(str(base), precision="fp32")
+    assert first == model_identity(str(base), precision="fp32")  # stable while untouched
+    assert first.startswith(f"{base}|fp32|files:")
+    (base / "model.safetensors").write_bytes(b"new weights")  # same size: the time tells
+    os.utime(base / "model.safetensors", ns=(1, 1))
+    assert model_identity(str(base), precision="fp32") != first
+    # a hub id or embedded name keys on its name (no folder of that name here)
+    assert model_identity(TINY_QWEN3, precision="fp32") == f"{TINY_QWEN3}|fp32"
 
 
 def _qlora_grads_around_generate(simulate_avx512bf16: bool, guard: bool) -> float:

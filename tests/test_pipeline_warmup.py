@@ -75,3 +75,28 @@ def test_warmup_gets_the_runs_prompt_settings_and_is_redone_when_they_change(tmp
     assert seen[1]["fmt"].critique_with_result is True
     assert seen[2]["fmt"].enable_thinking is True
     assert seen[3]["fmt"].budget.max_reflection_prompt_tokens == 6000
+
+
+def test_the_base_trained_again_is_another_model_to_the_store(tmp_path, monkeypatch):
+    """The warm-up trains into models/base again when its settings change: the store's key for
+    the base changes with it, so 02 and 04 generate with the new base instead of reading the
+    old one's judgments (the key named the folder only: every stored judgment was reused)."""
+    import rmlib.training.sft as sft
+    from rmlib.run.backends import model_ref, weights
+
+    def fake_run_warmup(pairs, cfg, adapter_dir, *, merged_dir, **kw):
+        merged_dir.mkdir(parents=True)
+        # weights of another size each time (a real warm-up's files also differ in time)
+        (merged_dir / "config.json").write_text("{}" + " " * int(cfg.epochs))
+        return SimpleNamespace(n_examples=len(pairs), steps=1, train_loss=0.5, n_cut=0)
+
+    monkeypatch.setattr(sft, "run_warmup", fake_run_warmup)
+    run = RunFolder(tmp_path / "run")
+
+    def identity(cfg) -> str:
+        pipeline.format_warmup(cfg, run)
+        return weights(cfg, run, model_ref(cfg, run, "base")).identity
+
+    first = identity(_cfg(epochs=1.0))
+    assert identity(_cfg(epochs=1.0)) == first  # reused: the same model, its judgments kept
+    assert identity(_cfg(epochs=2.0)) != first

@@ -450,15 +450,30 @@ def guard_bnb_cpu(model: Any) -> int:
 
 
 def model_identity(name_or_path: str, *, precision: str, adapter: str | None = None) -> str:
-    """The string the generation store keys on: model name, precision, adapter content hash.
+    """The string the generation store keys on: model name, precision, adapter content hash,
+    and for a checkpoint in a local folder the fingerprint of its files.
 
-    The adapter is named by a hash of its weights, not its path: retraining into the same folder
-    must not reuse the old adapter's stored generations.
+    Retraining into the same folder must not reuse the old weights' stored generations. The
+    adapter is named by a hash of its weights. A local checkpoint (a run's warmed-up base,
+    models/base, which 02 trains again into the same folder when the warm-up's settings change)
+    by its files' names, sizes and modification times: hashing a 4B checkpoint's 8 GB at every
+    backend start would cost seconds, and a rewrite gives new times. A copy that does not keep
+    the times (`cp` without -p) only misses the store, it never reads another model's.
     """
     parts = [name_or_path, precision]
+    if Path(name_or_path).is_dir():
+        parts.append(f"files:{_folder_fingerprint(Path(name_or_path))}")
     if adapter is not None:
         parts.append(f"adapter:{_adapter_fingerprint(adapter)}")
     return "|".join(parts)
+
+
+def _folder_fingerprint(folder: Path) -> str:
+    h = hashlib.sha256()
+    for f in sorted(p for p in folder.iterdir() if p.is_file()):
+        stat = f.stat()
+        h.update(f"{f.name}:{stat.st_size}:{stat.st_mtime_ns};".encode())
+    return h.hexdigest()[:16]
 
 
 def _adapter_fingerprint(adapter: str) -> str:
