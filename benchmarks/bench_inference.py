@@ -882,4 +882,6 @@ def _log(message: str) -> None:
 
 
 if __name__ == "__main__":
-    main()
+    from rmlib.stops import run_script
+
+    raise SystemExit(run_script(main))

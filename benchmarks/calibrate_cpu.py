@@ -245,4 +245,6 @@ def main() -> int:
 
 
 if __name__ == "__main__":
-    raise SystemExit(main())
+    from rmlib.stops import run_script
+
+    raise SystemExit(run_script(main))

@@ -1130,6 +1130,10 @@ def _part_in_subprocess(args: argparse.Namespace, name: str, ckpt: Path) -> dict
     )
     try:
         stdout, stderr = proc.communicate(timeout=timeout)
+    except KeyboardInterrupt:  # Ctrl-C or SIGTERM (rmlib.stops): the part goes with us
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(proc.pid, signal.SIGKILL)
+        raise
     except subprocess.TimeoutExpired:
         with contextlib.suppress(ProcessLookupError):
             os.killpg(proc.pid, signal.SIGKILL)  # the part's engine and workers too
@@ -1205,4 +1209,6 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    raise SystemExit(main())
+    from rmlib.stops import run_script
+
+    raise SystemExit(run_script(main))

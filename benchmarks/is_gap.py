@@ -203,4 +203,6 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    raise SystemExit(main())
+    from rmlib.stops import run_script
+
+    raise SystemExit(run_script(main))

@@ -76,4 +76,6 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    from rmlib.stops import run_script
+
+    raise SystemExit(run_script(main))

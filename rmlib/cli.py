@@ -20,6 +20,7 @@ from typing import Any
 
 import yaml
 
+from rmlib import stops
 from rmlib.config import ConfigError, read_yaml
 from rmlib.data._io import HubUnavailable
 from rmlib.data.pair import DataError
@@ -30,36 +31,9 @@ from rmlib.workbook.lab import add_lab_parser
 # argparse's convention: 2 for a command-line usage error, 1 for a data or runtime error
 EXIT_ERROR = 1
 EXIT_USAGE = 2
-EXIT_INTERRUPTED = 130  # 128 + SIGINT: the shell's status for a command stopped by Ctrl-C
-EXIT_TERMINATED = 143  # 128 + SIGTERM
-
-
-class Terminated(KeyboardInterrupt):
-    """SIGTERM (`kill PID`, a scheduler's stop), raised where the command is, as Ctrl-C is: every
-    `finally` and exit handler runs, so the engines, servers and kernels the command started are
-    stopped with it. Python's default for SIGTERM ends the process at once, leaving a vLLM engine
-    core and its resource tracker running."""
-
-
-def _on_sigterm(signum: int, frame: Any) -> None:
-    raise Terminated()
-
-
-@contextlib.contextmanager
-def _stopping_on_sigterm() -> Iterator[None]:
-    """SIGTERM raises Terminated while the command runs (main thread only: elsewhere Python
-    allows no handler); the earlier handler is restored after."""
-    import signal
-    import threading
-
-    if threading.current_thread() is not threading.main_thread():
-        yield
-        return
-    before = signal.signal(signal.SIGTERM, _on_sigterm)
-    try:
-        yield
-    finally:
-        signal.signal(signal.SIGTERM, before)
+# SIGTERM and Ctrl-C: raised where the command is, one line after (rmlib.stops)
+EXIT_INTERRUPTED, EXIT_TERMINATED = stops.EXIT_INTERRUPTED, stops.EXIT_TERMINATED
+Terminated = stops.Terminated
 
 
 EXPECTED_ERRORS: tuple[type[BaseException], ...] = (
@@ -919,7 +893,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Run the command line; returns the exit code (console script and `python -m rmlib`)."""
     args = build_parser().parse_args(argv)
     try:
-        with _stopping_on_sigterm():
+        with stops.stopping_on_sigterm():
             return args.func(args) or 0
     except UsageError as err:
         print(f"rmlib: error: {_one_line(err)}", file=sys.stderr)
@@ -932,16 +906,12 @@ def main(argv: Sequence[str] | None = None) -> int:
             raise
         print(f"rmlib: error: {_one_line(err)}", file=sys.stderr)
         return EXIT_ERROR
-    except Terminated as err:
-        # `rmlib run` adds how to resume, as after Ctrl-C
-        hint = f": {err}" if str(err) else "; what it started was stopped"
-        print(f"rmlib: terminated (SIGTERM){hint}", file=sys.stderr)
-        return EXIT_TERMINATED
-    except KeyboardInterrupt as err:
-        # Ctrl-C is the user's own doing: one line (rmlib run's says how to resume), no traceback
-        hint = f": {err}" if str(err) else ""
-        print(f"rmlib: interrupted{hint}", file=sys.stderr)
-        return EXIT_INTERRUPTED
+    except KeyboardInterrupt as stop:
+        # Ctrl-C is the user's own doing, SIGTERM a stop: one line (rmlib run's says how to
+        # resume), no traceback
+        line, code = stops.stopped_line(stop, "rmlib")
+        print(line, file=sys.stderr)
+        return code
 
 
 if __name__ == "__main__":

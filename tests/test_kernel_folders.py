@@ -73,11 +73,11 @@ def test_sigterm_while_a_notebook_runs_kills_its_kernel_at_once(monkeypatch):
     import signal
     import time
 
-    from rmlib.cli import Terminated, _stopping_on_sigterm
+    from rmlib.stops import Terminated, stopping_on_sigterm
     from rmlib.workbook import execute
 
     before = signal.getsignal(signal.SIGTERM)
-    with pytest.raises(Terminated), _stopping_on_sigterm(), execute._interruptible():
+    with pytest.raises(Terminated), stopping_on_sigterm(), execute._interruptible():
         os.kill(os.getpid(), signal.SIGTERM)
         time.sleep(5)  # the handler raises at once: the sleep is cut short
     assert execute._INTERRUPTED.is_set()

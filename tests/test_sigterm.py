@@ -173,3 +173,66 @@ def test_a_stop_during_the_engine_start_crosses_code_that_swallows_keyboardinter
             assert signal.getsignal(signal.SIGTERM) == signal.SIG_IGN
     finally:
         signal.signal(signal.SIGTERM, before)
+
+
+SCRIPT = """
+import multiprocessing as mp, sys, time, weakref
+from pathlib import Path
+
+from rmlib.stops import run_script
+
+def child():
+    time.sleep(600)
+
+def main():
+    # as vLLM's engine core: a spawned process its owner stops from an exit handler
+    proc = mp.get_context("spawn").Process(target=child, daemon=False)
+    proc.start()
+    weakref.finalize(proc, proc.terminate)
+    Path(sys.argv[1]).write_text(str(proc.pid))
+    time.sleep(600)
+
+if __name__ == "__main__":
+    raise SystemExit(run_script(main, prog="bench.py"))
+"""
+
+
+def test_sigterm_to_a_benchmark_script_stops_what_it_started(tmp_path):
+    """A script of benchmarks/ (not an rmlib command) ends on SIGTERM as the commands do."""
+    script = tmp_path / "bench.py"
+    script.write_text(SCRIPT)
+    pid_file = tmp_path / "child.pid"
+    proc = subprocess.Popen(
+        [sys.executable, str(script), str(pid_file)], stderr=subprocess.PIPE, text=True
+    )
+    try:
+        deadline = time.monotonic() + 120
+        while not pid_file.exists() or not pid_file.read_text():
+            assert proc.poll() is None and time.monotonic() < deadline, proc.stderr.read()
+            time.sleep(0.2)
+        child = int(pid_file.read_text())
+        proc.send_signal(signal.SIGTERM)
+        err = proc.communicate(timeout=60)[1]
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 143, err
+    line = "bench.py: terminated (SIGTERM); what it started was stopped"
+    assert err.strip().splitlines() == [line]
+    deadline = time.monotonic() + 30
+    while alive(child) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert not alive(child)
+
+
+def test_every_benchmark_script_ends_through_run_script():
+    """Each script of benchmarks/ starts engines, servers or subprocesses, or may: run as a
+    script, each goes through rmlib.stops.run_script (else SIGTERM left an engine core behind)."""
+    root = Path(__file__).resolve().parents[1] / "benchmarks"
+    missing = [
+        p.name
+        for p in sorted(root.glob("*.py"))
+        if 'if __name__ == "__main__":' in (text := p.read_text())
+        and "run_script(" not in text.split('if __name__ == "__main__":')[-1]
+    ]
+    assert not missing, f"end these through rmlib.stops.run_script: {missing}"
