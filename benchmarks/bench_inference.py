@@ -882,6 +882,6 @@ def _log(message: str) -> None:
 
 
 if __name__ == "__main__":
-    from rmlib.stops import run_script
+    from rmlib.cli import run_script
 
     raise SystemExit(run_script(main))

@@ -184,6 +184,6 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    from rmlib.stops import run_script
+    from rmlib.cli import run_script
 
     sys.exit(run_script(main))

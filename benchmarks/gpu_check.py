@@ -1130,7 +1130,7 @@ def _part_in_subprocess(args: argparse.Namespace, name: str, ckpt: Path) -> dict
     )
     try:
         stdout, stderr = proc.communicate(timeout=timeout)
-    except KeyboardInterrupt:  # Ctrl-C or SIGTERM (rmlib.stops): the part goes with us
+    except KeyboardInterrupt:  # Ctrl-C or SIGTERM (rmlib.cli.run_script): the part goes with us
         with contextlib.suppress(ProcessLookupError):
             os.killpg(proc.pid, signal.SIGKILL)
         raise
@@ -1209,6 +1209,6 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    from rmlib.stops import run_script
+    from rmlib.cli import run_script
 
     raise SystemExit(run_script(main))

@@ -203,6 +203,6 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    from rmlib.stops import run_script
+    from rmlib.cli import run_script
 
     raise SystemExit(run_script(main))

@@ -213,6 +213,6 @@ def main() -> dict[str, Any]:
 
 
 if __name__ == "__main__":
-    from rmlib.stops import run_script
+    from rmlib.cli import run_script
 
     raise SystemExit(run_script(lambda: print(json.dumps(main(), indent=2, default=str))))

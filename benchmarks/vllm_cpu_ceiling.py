@@ -76,6 +76,6 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    from rmlib.stops import run_script
+    from rmlib.cli import run_script
 
     raise SystemExit(run_script(main))

@@ -12,7 +12,9 @@ from __future__ import annotations
 import argparse
 import contextlib
 import json
+import signal
 import sys
+import threading
 import types
 import typing
 from collections.abc import Callable, Iterator, Sequence
@@ -20,7 +22,6 @@ from typing import Any
 
 import yaml
 
-from rmlib import stops
 from rmlib.config import ConfigError, read_yaml
 from rmlib.data._io import HubUnavailable
 from rmlib.data.pair import DataError
@@ -31,9 +32,59 @@ from rmlib.workbook.lab import add_lab_parser
 # argparse's convention: 2 for a command-line usage error, 1 for a data or runtime error
 EXIT_ERROR = 1
 EXIT_USAGE = 2
-# SIGTERM and Ctrl-C: raised where the command is, one line after (rmlib.stops)
-EXIT_INTERRUPTED, EXIT_TERMINATED = stops.EXIT_INTERRUPTED, stops.EXIT_TERMINATED
-Terminated = stops.Terminated
+EXIT_INTERRUPTED = 130  # 128 + SIGINT: the shell's status for a command stopped by Ctrl-C
+EXIT_TERMINATED = 143  # 128 + SIGTERM
+
+
+class Terminated(KeyboardInterrupt):
+    """SIGTERM (`kill PID`, a scheduler's stop), raised where the command is, as Ctrl-C is: every
+    `finally` and exit handler runs, so the engines, servers and kernels the command started are
+    stopped with it. Python's default for SIGTERM ends the process at once, leaving a vLLM engine
+    core, its worker and its resource tracker running."""
+
+
+def _on_sigterm(signum: int, frame: Any) -> None:
+    raise Terminated()
+
+
+@contextlib.contextmanager
+def stopping_on_sigterm() -> Iterator[None]:
+    """SIGTERM raises Terminated while the block runs (main thread only: elsewhere Python
+    allows no handler); the earlier handler is restored after."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    before = signal.signal(signal.SIGTERM, _on_sigterm)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, before)
+
+
+def stopped_line(stop: KeyboardInterrupt, prog: str) -> tuple[str, int]:
+    """The one line a stopped command prints, and its exit status. A stop with a message (`rmlib
+    run`'s: how to resume) says it."""
+    if isinstance(stop, Terminated):
+        hint = f": {stop}" if str(stop) else "; what it started was stopped"
+        return f"{prog}: terminated (SIGTERM){hint}", EXIT_TERMINATED
+    hint = f": {stop}" if str(stop) else ""
+    return f"{prog}: interrupted{hint}", EXIT_INTERRUPTED
+
+
+def run_script(main: Callable[[], Any], prog: str | None = None) -> int:
+    """A script's entry (every script of benchmarks/: `python benchmarks/x.py` is not an rmlib
+    command, but starts the same engines): `main()` with SIGTERM raised where it is; stopped,
+    one line on stderr and 143 (SIGTERM) or 130 (Ctrl-C), as rmlib's commands. An int that main
+    returns is the exit status, anything else 0."""
+    prog = prog or sys.argv[0]
+    try:
+        with stopping_on_sigterm():
+            status = main()
+    except KeyboardInterrupt as stop:
+        line, code = stopped_line(stop, prog)
+        print(line, file=sys.stderr)
+        return code
+    return status if isinstance(status, int) else 0
 
 
 EXPECTED_ERRORS: tuple[type[BaseException], ...] = (
@@ -893,7 +944,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Run the command line; returns the exit code (console script and `python -m rmlib`)."""
     args = build_parser().parse_args(argv)
     try:
-        with stops.stopping_on_sigterm():
+        with stopping_on_sigterm():
             return args.func(args) or 0
     except UsageError as err:
         print(f"rmlib: error: {_one_line(err)}", file=sys.stderr)
@@ -909,7 +960,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt as stop:
         # Ctrl-C is the user's own doing, SIGTERM a stop: one line (rmlib run's says how to
         # resume), no traceback
-        line, code = stops.stopped_line(stop, "rmlib")
+        line, code = stopped_line(stop, "rmlib")
         print(line, file=sys.stderr)
         return code
 

@@ -73,7 +73,7 @@ def test_sigterm_while_a_notebook_runs_kills_its_kernel_at_once(monkeypatch):
     import signal
     import time
 
-    from rmlib.stops import Terminated, stopping_on_sigterm
+    from rmlib.cli import Terminated, stopping_on_sigterm
     from rmlib.workbook import execute
 
     before = signal.getsignal(signal.SIGTERM)

@@ -179,7 +179,7 @@ SCRIPT = """
 import multiprocessing as mp, sys, time, weakref
 from pathlib import Path
 
-from rmlib.stops import run_script
+from rmlib.cli import run_script
 
 def child():
     time.sleep(600)
@@ -227,7 +227,7 @@ def test_sigterm_to_a_benchmark_script_stops_what_it_started(tmp_path):
 
 def test_every_benchmark_script_ends_through_run_script():
     """Each script of benchmarks/ starts engines, servers or subprocesses, or may: run as a
-    script, each goes through rmlib.stops.run_script (else SIGTERM left an engine core behind)."""
+    script, each goes through rmlib.cli.run_script (else SIGTERM left an engine core behind)."""
     root = Path(__file__).resolve().parents[1] / "benchmarks"
     missing = [
         p.name
@@ -235,4 +235,4 @@ def test_every_benchmark_script_ends_through_run_script():
         if 'if __name__ == "__main__":' in (text := p.read_text())
         and "run_script(" not in text.split('if __name__ == "__main__":')[-1]
     ]
-    assert not missing, f"end these through rmlib.stops.run_script: {missing}"
+    assert not missing, f"end these through rmlib.cli.run_script: {missing}"

@@ -354,7 +354,7 @@ _INTERRUPTED = threading.Event()
 def _interruptible() -> Iterator[None]:
     """While a notebook runs, Ctrl-C (and SIGTERM) marks the run interrupted (so
     `_kernel_manager` kills the kernel at once) and raises KeyboardInterrupt as usual (SIGTERM:
-    whatever the command line's handler raises, `stops.Terminated`)."""
+    whatever the command line's handler raises, `cli.Terminated`)."""
     _INTERRUPTED.clear()
     main = threading.current_thread() is threading.main_thread()
     if not main:  # handlers can only be set from the main thread
