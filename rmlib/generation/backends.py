@@ -148,11 +148,9 @@ def merged_checkpoint(weights: Weights) -> str:
     if weights.merge_into is not None:
         out, identity = weights.merge_into, weights.identity
     else:
+        # the identity of a local checkpoint holds its files' names, sizes and times
         base = Path(path).resolve()
-        files = sorted(f for f in base.iterdir() if f.is_file()) if base.is_dir() else []
-        stats = ";".join(f"{f.name}:{f.stat().st_size}:{f.stat().st_mtime_ns}" for f in files)
         identity = model_identity(str(base), precision=weights.precision, adapter=weights.adapter)
-        identity += "|" + stats
         out = cache_dir() / "merged" / hashlib.sha256(identity.encode()).hexdigest()[:16]
     return merge_once(
         path,

@@ -59,8 +59,7 @@ def sweep(root: str | Path | None = None) -> list[Path]:
 def private_folder(root: str | Path | None = None) -> Iterator[Path]:
     """A fresh folder for this run's kernel connection files and sockets, removed at the end
     (after a stale sweep of killed runs' folders)."""
-    sweep(root)
-    folder = Path(tempfile.mkdtemp(prefix=f"{PREFIX}{os.getpid()}-", dir=root))
+    folder = _fresh_folder(root)
     try:
         yield folder
     finally:
@@ -79,7 +78,13 @@ def lab_folder(root: str | Path | None = None) -> Path:
     """A fresh folder for this process's kernels, as `private_folder` names it (so a killed
     process's is swept by the next run or lab), removed when the process exits: for a server
     that outlives any `with` block of ours (JupyterLab, which `rmlib lab` becomes by exec)."""
-    sweep(root)
-    folder = Path(tempfile.mkdtemp(prefix=f"{PREFIX}{os.getpid()}-", dir=root))
+    folder = _fresh_folder(root)
     atexit.register(shutil.rmtree, folder, ignore_errors=True)
     return folder
+
+
+def _fresh_folder(root: str | Path | None) -> Path:
+    """`<root>/rmlib-kernels-<pid>-XXXXXXXX` (mode 0700, a fresh name), after a sweep of killed
+    processes' folders."""
+    sweep(root)
+    return Path(tempfile.mkdtemp(prefix=f"{PREFIX}{os.getpid()}-", dir=root))
