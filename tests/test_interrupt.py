@@ -17,6 +17,7 @@ import time
 from pathlib import Path
 
 import pytest
+from scripts import alive
 
 HELPER = """
 import sys
@@ -49,14 +50,6 @@ def _notebook(source: str) -> dict:
         "nbformat": 4,
         "nbformat_minor": 5,
     }
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    return True
 
 
 @pytest.mark.parametrize(
@@ -114,9 +107,9 @@ def test_ctrl_c_during_a_run_prints_one_line_and_leaves_no_kernel(tmp_path, stop
     state = run_dir / "state.json"  # the resume stays clean: the notebook is not marked done
     assert not state.exists() or "block" not in json.loads(state.read_text())
     deadline = time.monotonic() + 60
-    while _alive(kernel) and time.monotonic() < deadline:
+    while alive(kernel) and time.monotonic() < deadline:
         time.sleep(0.1)
-    assert not _alive(kernel), "the notebook's kernel was left running"
+    assert not alive(kernel), "the notebook's kernel was left running"
 
 
 def test_ctrl_c_in_any_command_is_one_line_and_exit_130(monkeypatch, capsys):

@@ -7,7 +7,6 @@ from __future__ import annotations
 import json
 import os
 import signal
-import socket
 import subprocess
 import sys
 import textwrap
@@ -18,6 +17,7 @@ from typing import Any
 
 import pytest
 
+from rmlib.generation.servers import free_ports
 from rmlib.run import lock
 from rmlib.run.folder import ENV_PARAMS, ENV_RUN_DIR, open_run
 from rmlib.workbook import kernels, lab
@@ -151,12 +151,6 @@ def test_a_notebook_run_by_rmlib_run_leaves_the_lock_to_the_runner(tmp_path):
         pass
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def _api(base: str, token: str, path: str, method: str = "GET", body: dict | None = None) -> Any:
     data = None if body is None else json.dumps(body).encode()
     req = urllib.request.Request(f"{base}{path}", data=data, method=method)
@@ -183,7 +177,7 @@ def test_the_labs_kernels_keep_their_connection_files_in_a_private_folder(tmp_pa
     when the lab stops (SIGTERM), and a killed lab's (SIGKILL) is swept by the next run."""
     tmp, runtime = tmp_path / "tmp", tmp_path / "runtime"
     tmp.mkdir()
-    port, token = _free_port(), "rmlib-lab-test"
+    port, token = free_ports(1)[0], "rmlib-lab-test"
     args = ["--no-browser", "--ip=127.0.0.1", f"--port={port}", f"--IdentityProvider.token={token}"]
     env = {**os.environ, "TMPDIR": str(tmp), "JUPYTER_RUNTIME_DIR": str(runtime)}
     log = tmp_path / "lab.log"

@@ -185,16 +185,6 @@ FAKE_SERVER = textwrap.dedent(
 )
 
 
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    # a zombie is dead but not yet reaped by its (dead) parent's reaper
-    stat = Path(f"/proc/{pid}/stat")
-    return not (stat.exists() and stat.read_text().split(")")[-1].split()[0] == "Z")
-
-
 @contextlib.contextmanager
 def _serving(argv: list[str], env: dict[str, str]) -> Iterator[tuple[str, Callable[[], str]]]:
     """`python ARGV` running `rmlib serve`, read until it says its servers are ready: yields
@@ -275,15 +265,15 @@ def test_rmlib_serve_prints_the_endpoints_and_stops_every_process_on_sigterm(tmp
         for url in urls:
             assert httpx2.get(f"{url}/v1/models").json()["data"] == [{"id": TINY_QWEN3}]
         children = [int(p) for p in pids.read_text().split()]
-        assert len(children) == 2 and all(_alive(p) for p in children)
+        assert len(children) == 2 and all(alive(p) for p in children)
         # the model runner reached each server process's environment
         assert (tmp_path / "children.txt.runner").read_text().split() == ["1", "1"]
         assert (out_root / "served" / "serve" / f"server-{port}.log").is_file()
         stop()
     deadline = time.monotonic() + 60  # the children's own parents are gone: init reaps them
-    while any(_alive(p) for p in children) and time.monotonic() < deadline:
+    while any(alive(p) for p in children) and time.monotonic() < deadline:
         time.sleep(0.2)
-    assert not any(_alive(p) for p in children)
+    assert not any(alive(p) for p in children)
     with pytest.raises(httpx2.HTTPError):
         httpx2.get(f"{urls[0]}/v1/models", timeout=2.0)
 

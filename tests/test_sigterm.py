@@ -13,6 +13,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 from scripts import alive, descendants
@@ -43,15 +44,14 @@ if __name__ == "__main__":
 """
 
 
-def test_sigterm_to_a_command_stops_the_process_it_started(tmp_path):
-    script = tmp_path / "helper.py"
-    script.write_text(HELPER)
+def _stopped_by_sigterm(tmp_path: Path, source: str, line: str, **popen: Any) -> None:
+    """Run `source` as a script (it writes its stand-in engine core's pid to the file it is
+    given), SIGTERM it once that child runs: exit 143, exactly `line` on stderr, the child gone."""
+    script = tmp_path / "script.py"
+    script.write_text(source)
     pid_file = tmp_path / "child.pid"
     proc = subprocess.Popen(
-        [sys.executable, str(script), str(pid_file)],
-        cwd=tmp_path,
-        stderr=subprocess.PIPE,
-        text=True,
+        [sys.executable, str(script), str(pid_file)], stderr=subprocess.PIPE, text=True, **popen
     )
     try:
         deadline = time.monotonic() + 120
@@ -65,11 +65,16 @@ def test_sigterm_to_a_command_stops_the_process_it_started(tmp_path):
         if proc.poll() is None:
             proc.kill()
     assert proc.returncode == 143, err
-    assert err.strip().splitlines() == ["rmlib: terminated (SIGTERM); what it started was stopped"]
+    assert err.strip().splitlines() == [line]
     deadline = time.monotonic() + 30
     while alive(child) and time.monotonic() < deadline:
         time.sleep(0.2)
     assert not alive(child)
+
+
+def test_sigterm_to_a_command_stops_the_process_it_started(tmp_path):
+    line = "rmlib: terminated (SIGTERM); what it started was stopped"
+    _stopped_by_sigterm(tmp_path, HELPER, line, cwd=tmp_path)
 
 
 @pytest.mark.slow
@@ -199,30 +204,8 @@ if __name__ == "__main__":
 
 def test_sigterm_to_a_benchmark_script_stops_what_it_started(tmp_path):
     """A script of benchmarks/ (not an rmlib command) ends on SIGTERM as the commands do."""
-    script = tmp_path / "bench.py"
-    script.write_text(SCRIPT)
-    pid_file = tmp_path / "child.pid"
-    proc = subprocess.Popen(
-        [sys.executable, str(script), str(pid_file)], stderr=subprocess.PIPE, text=True
-    )
-    try:
-        deadline = time.monotonic() + 120
-        while not pid_file.exists() or not pid_file.read_text():
-            assert proc.poll() is None and time.monotonic() < deadline, proc.stderr.read()
-            time.sleep(0.2)
-        child = int(pid_file.read_text())
-        proc.send_signal(signal.SIGTERM)
-        err = proc.communicate(timeout=60)[1]
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-    assert proc.returncode == 143, err
     line = "bench.py: terminated (SIGTERM); what it started was stopped"
-    assert err.strip().splitlines() == [line]
-    deadline = time.monotonic() + 30
-    while alive(child) and time.monotonic() < deadline:
-        time.sleep(0.2)
-    assert not alive(child)
+    _stopped_by_sigterm(tmp_path, SCRIPT, line)
 
 
 def test_every_benchmark_script_ends_through_run_script():

@@ -19,6 +19,7 @@ from dataclasses import replace
 from pathlib import Path
 
 import pytest
+from scripts import alive
 
 from rmlib.config import ConfigError
 from rmlib.run.config import config_from_dict, load_config
@@ -233,22 +234,13 @@ def test_a_rank_dies_with_its_launcher(tmp_path, under_torchrun):
         launcher.wait()
         # under torchrun the rank must go, within a generous 60 s; otherwise it must outlive 10 s
         deadline = time.monotonic() + (60 if under_torchrun else 10)
-        while _alive(rank) and time.monotonic() < deadline:
+        while alive(rank) and time.monotonic() < deadline:
             time.sleep(0.1)
-        assert _alive(rank) is not under_torchrun
+        assert alive(rank) is not under_torchrun
     finally:
         launcher.kill()
-        if pid_file.exists() and pid_file.read_text() and _alive(int(pid_file.read_text())):
+        if pid_file.exists() and pid_file.read_text() and alive(int(pid_file.read_text())):
             os.kill(int(pid_file.read_text()), signal.SIGKILL)
-
-
-def _alive(pid: int) -> bool:
-    """Running (a zombie, dead but not yet reaped by init, counts as gone)."""
-    try:
-        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
-    except FileNotFoundError:
-        return False
-    return state != "Z"
 
 
 @pytest.mark.slow
