@@ -193,6 +193,22 @@ def test_a_checkpoint_trained_again_in_its_folder_gets_another_identity(tmp_path
     assert model_identity(TINY_QWEN3, precision="fp32") == f"{TINY_QWEN3}|fp32"
 
 
+def test_a_local_checkpoint_has_one_identity_however_its_path_is_written(tmp_path, monkeypatch):
+    """An exercise that opens a run as `outputs/demo` must find the generations the run's own
+    notebooks stored under its absolute path (measured: a relative path made 04's exercise
+    generate all 528 again, 11 minutes on the AVX2 class)."""
+    base = tmp_path / "outputs" / "demo" / "models" / "base"
+    base.mkdir(parents=True)
+    (base / "config.json").write_text("{}")
+    absolute = model_identity(str(base), precision="fp32")
+    monkeypatch.chdir(tmp_path)
+    assert model_identity("outputs/demo/models/base", precision="fp32") == absolute
+    monkeypatch.chdir(base)
+    assert model_identity(".", precision="fp32") == absolute
+    assert model_identity("../base/", precision="fp32") == absolute
+    assert absolute.startswith(f"{base.resolve()}|fp32|files:")
+
+
 def _qlora_grads_around_generate(simulate_avx512bf16: bool, guard: bool) -> float:
     """Largest relative change of QLoRA gradients after a generate call (0 when unaffected)."""
     import bitsandbytes as bnb

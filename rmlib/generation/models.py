@@ -459,10 +459,14 @@ def model_identity(name_or_path: str, *, precision: str, adapter: str | None = N
     by its files' names, sizes and modification times: hashing a 4B checkpoint's 8 GB at every
     backend start would cost seconds, and a rewrite gives new times. A copy that does not keep
     the times (`cp` without -p) only misses the store, it never reads another model's.
+    A local folder is named by its absolute path: a run's notebook and an exercise that opens
+    the same run as `outputs/demo` (or from another working folder) find each other's stored
+    generations (a relative name missed every one, and the exercise generated them all again).
     """
     parts = [name_or_path, precision]
     if Path(name_or_path).is_dir():
-        parts.append(f"files:{_folder_fingerprint(Path(name_or_path))}")
+        folder = Path(name_or_path).resolve()
+        parts = [str(folder), precision, f"files:{_folder_fingerprint(folder)}"]
     if adapter is not None:
         parts.append(f"adapter:{_adapter_fingerprint(adapter)}")
     return "|".join(parts)
