@@ -565,3 +565,22 @@ def test_a_lora_rank_vllm_cannot_serve_is_refused_at_load():
             config_from_dict({"grpo": {"lora_r": bad}})
     assert config_from_dict({"grpo": {"lora_r": 512}}).grpo.lora_r == 512
     assert config_from_dict({"grpo": {"lora_r": 24}}).grpo.lora_r == 24
+
+
+def test_a_local_data_path_is_read_from_where_the_user_typed_it(tmp_path, monkeypatch):
+    # notebooks execute in notebooks/: a path relative to the cwd of `rmlib run` must be made
+    # absolute before the run's params.yaml is written, or 01 looks for it in notebooks/
+    (tmp_path / "data" / "rb2").mkdir(parents=True)
+    monkeypatch.chdir(tmp_path)
+    cfg = load_config(
+        ROOT / "params" / "demo.yaml",
+        overrides={
+            "data.eval": [
+                {"source": "rewardbench2", "path": "data/rb2"},
+                {"source": "rewardbench2", "path": "allenai/reward-bench-2"},
+            ]
+        },
+    )
+    local, hub = cfg.data.eval
+    assert local.path == str(tmp_path.resolve() / "data" / "rb2")
+    assert hub.path == "allenai/reward-bench-2"  # no such folder here: a hub id, as typed

@@ -4,6 +4,7 @@ dataset spec loaded (`load_split`)."""
 from __future__ import annotations
 
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Literal
 
 from rmlib.config import PARAMS, Count, Seed, doc
@@ -27,6 +28,13 @@ class DatasetSpec:
     options: dict = doc("Extra loader options (e.g. drop_ties).", {})
 
     def __post_init__(self) -> None:
+        # A local path is read where the user typed it: notebooks execute in notebooks/, where
+        # `../shared/data/x` given from the project root would name another folder. So a path
+        # that exists from here is made absolute, and the run's params.yaml records that.
+        if self.path is not None and not Path(self.path).is_absolute():
+            here = Path(self.path).expanduser()
+            if here.exists():
+                self.path = str(here.resolve())
         # the demo's families are refused when the params load, not when notebook 01 loads them
         if self.source == "demo" and "families" in self.options:
             families = self.options["families"]
