@@ -463,10 +463,11 @@ def model_identity(name_or_path: str, *, precision: str, adapter: str | None = N
     the same run as `outputs/demo` (or from another working folder) find each other's stored
     generations (a relative name missed every one, and the exercise generated them all again).
     """
-    parts = [name_or_path, precision]
-    if Path(name_or_path).is_dir():
-        folder = Path(name_or_path).resolve()
-        parts = [str(folder), precision, f"files:{_folder_fingerprint(folder)}"]
+    local = Path(name_or_path).is_dir()
+    name = str(Path(name_or_path).resolve()) if local else name_or_path
+    parts = [name, precision]
+    if local:
+        parts.append(f"files:{_folder_fingerprint(Path(name))}")
     if adapter is not None:
         parts.append(f"adapter:{_adapter_fingerprint(adapter)}")
     return "|".join(parts)
