@@ -36,17 +36,18 @@ endif
 
 venv: $(VENV)/.installed
 
-# uv installs the pinned set from the same constraints files in about 15 s where pip took 96 s
-# (Zen 4 class, empty caches, 2026-12-07): most of the environment's share of `make demo`. It
-# compiles no bytecode at install; the first imports compile what they load (the whole stack
-# imported in about 10 s either way). uv reads its own settings, not pip's, so the wheel sources
-# that pip's environment names (PyTorch's CPU index, a machine's local wheel folder) are passed on,
-# and unsafe-best-match picks the best version over all of them, as pip does.
+# uv installs the pinned set from the same constraints files: 58 s where pip took 96 s (Zen 4
+# class, empty caches, 2026-12-07, the same 252 packages), most of the environment's share of
+# `make demo`. It byte-compiles everything at install, as pip does: without that `make venv` took
+# 27 s, but the first imports compile what they load (02's rollouts cell, where vLLM is first
+# imported, took 78 s against 57 s from a compiled venv). uv reads its own settings, not pip's, so the wheel sources that pip's environment
+# names (PyTorch's CPU index, a machine's local wheel folder) are passed on, and
+# unsafe-best-match picks the best version over all of them, as pip does.
 SOURCES := $(foreach l,$(PIP_FIND_LINKS),--find-links $(l)) \
 	$(foreach u,$(PIP_INDEX_URL),--index-url $(u)) \
 	$(foreach u,$(PIP_EXTRA_INDEX_URL),--extra-index-url $(u))
-UV_INSTALL := $(BIN)/uv pip install -q --python $(BIN)/python --index-strategy unsafe-best-match \
-	$(SOURCES)
+UV_INSTALL := $(BIN)/uv pip install -q --compile-bytecode --python $(BIN)/python \
+	--index-strategy unsafe-best-match $(SOURCES)
 
 $(VENV)/.installed: pyproject.toml constraints.txt constraints-cpu.txt constraints-cuda.txt
 	$(PY) -m venv $(if $(filter-out $(ENGINE),$(BUILT)),--clear) $(VENV)

@@ -103,7 +103,17 @@ def engine_settings(
         seed=seed,
         cpu_reserved_cores=gen.cpu_reserved_cores,
         model_runner=gen.model_runner,
+        in_process=engine_in_process(gen.engine_in_process, on_cuda),
     )
+
+
+def engine_in_process(asked: bool | None, on_cuda: bool) -> bool | None:
+    """Whether an engine runs in the calling process (GenerationSection.engine_in_process):
+    what was asked; else in process on CPU, unless VLLM_ENABLE_V1_MULTIPROCESSING is exported
+    (None: vLLM reads it)."""
+    if asked is not None:
+        return asked
+    return None if on_cuda or "VLLM_ENABLE_V1_MULTIPROCESSING" in os.environ else True
 
 
 def vllm_engine_settings(gen: GenerationSection, weights: Weights, needs: Needs) -> Any:

