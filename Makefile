@@ -40,9 +40,10 @@ venv: $(VENV)/.installed
 # class, empty caches, 2026-12-07, the same 252 packages), most of the environment's share of
 # `make demo`. It byte-compiles everything at install, as pip does: without that `make venv` took
 # 27 s, but the first imports compile what they load (02's rollouts cell, where vLLM is first
-# imported, took 78 s against 57 s from a compiled venv). uv reads its own settings, not pip's, so the wheel sources that pip's environment
-# names (PyTorch's CPU index, a machine's local wheel folder) are passed on, and
-# unsafe-best-match picks the best version over all of them, as pip does.
+# imported, took 78 s against 57 s from a compiled venv). uv reads its own settings, not pip's,
+# so the wheel sources that pip's environment names (PyTorch's CPU index, a machine's local
+# wheel folder) are passed on, and unsafe-best-match picks the best version over all of them, as
+# pip does.
 SOURCES := $(foreach l,$(PIP_FIND_LINKS),--find-links $(l)) \
 	$(foreach u,$(PIP_INDEX_URL),--index-url $(u)) \
 	$(foreach u,$(PIP_EXTRA_INDEX_URL),--extra-index-url $(u))

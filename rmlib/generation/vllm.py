@@ -16,8 +16,9 @@ The backend contract (rmlib.generation.base) holds as for the transformers backe
 - token ids and log-probs include the stop token when one ended the sample; the text is decoded
   by our tokenizer from the ids without it, exactly as the transformers backend decodes.
 
-One engine lives per process (`engine()`): starting one takes tens of seconds, so the base model
-and its adapters share it (adapters by `LoRARequest`), and asking for other settings shuts the
+One engine lives per process (`engine()`): starting one takes seconds (CPU, its core in this
+process: `EngineSettings.in_process`) to minutes (CUDA graphs), so the base model and its adapters
+share it (adapters by `LoRARequest`), and asking for other settings shuts the
 old engine down first (one card, one engine).
 """
 
@@ -359,7 +360,7 @@ class VLLMBackend:
         if not stop_ids:
             raise ValueError("stop_ids is empty: a sample could never stop")
         # a callable starts the engine on first use: a resumed run whose samples are all in the
-        # store never pays for an engine start (tens of seconds)
+        # store never pays for an engine start
         self._llm = llm
         self.tokenizer = tokenizer
         self.identity = identity
