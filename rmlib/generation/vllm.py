@@ -184,7 +184,7 @@ def engine(settings: EngineSettings) -> Any:
     with (
         stops_raised_through(),
         quiet.spawned_children_import_rmlib(),
-        engine_process_env(settings.in_process),
+        engine_process_env(settings.in_process and not other_engine_state()),
     ):
         llm = LLM(**settings.llm_kwargs(on_cuda))  # the engine core is spawned here (or not)
     _ENGINE = (settings, llm)
@@ -192,6 +192,20 @@ def engine(settings: EngineSettings) -> Any:
 
 
 MULTIPROCESSING_ENV = "VLLM_ENABLE_V1_MULTIPROCESSING"
+
+
+def other_engine_state() -> bool:
+    """Whether this process holds distributed state that an engine started here would trip on:
+    a torch process group, or vLLM's model-parallel groups left by an engine that is not ours
+    (TRL's colocated GRPO engine keeps them after its process group is destroyed; a second world
+    in this process then fails at start: "not initialized in the world group map"). Our own
+    engines clear theirs at shutdown. An engine asked to run in process starts in processes of
+    its own instead: the same samples, a slower start."""
+    import torch.distributed as dist
+    from vllm.distributed import parallel_state
+
+    held = dist.is_available() and dist.is_initialized()
+    return held or parallel_state.model_parallel_is_initialized()
 
 
 @contextlib.contextmanager
