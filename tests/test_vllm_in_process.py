@@ -36,6 +36,19 @@ def no_engine_groups(monkeypatch):
             monkeypatch.setattr(parallel_state, name, None)
 
 
+def tiny_in_process(rv):
+    """Engine settings for the tiny Qwen3 (fp32, a small KV cache), asked to run in process."""
+    return rv.EngineSettings(
+        model=resolve_model(TINY_QWEN3),
+        dtype="float32",
+        max_model_len=512,
+        kv_cache_gib=0.25,
+        max_num_batched_tokens=512,
+        enforce_eager=True,
+        in_process=True,
+    )
+
+
 # vllm.distributed.parallel_state's module-level groups (None until an engine sets them up)
 GROUP_GLOBALS = ("_WORLD", "_INNER_DP_WORLD", "_NODE_COUNT", "_TP", "_ETP", "_ENGRAM_DP", "_DCP",
                  "_PP", "_DP", "_EP", "_EPLB", "_PCP")  # fmt: skip
@@ -60,15 +73,7 @@ def test_where_the_engine_runs_changes_no_sample_and_no_environment(monkeypatch,
     tok = load_tokenizer(TINY_QWEN3)
     stops = rv.checkpoint_stop_ids(resolve_model(TINY_QWEN3), tok)
     prompts = [f"Which response is better, {i} or {i + 1}?" for i in range(3)]
-    first = rv.EngineSettings(
-        model=resolve_model(TINY_QWEN3),
-        dtype="float32",
-        max_model_len=512,
-        kv_cache_gib=0.25,
-        max_num_batched_tokens=512,
-        enforce_eager=True,
-        in_process=True,
-    )
+    first = tiny_in_process(rv)
     me = psutil.Process()
     drawn, engine_processes = [], []
     try:
@@ -123,15 +128,7 @@ def test_an_engine_asked_in_process_starts_beside_another_engines_groups(
     torch.distributed.destroy_process_group()
     try:
         assert rv.other_engine_state()
-        settings = rv.EngineSettings(
-            model=resolve_model(TINY_QWEN3),
-            dtype="float32",
-            max_model_len=512,
-            kv_cache_gib=0.25,
-            max_num_batched_tokens=512,
-            enforce_eager=True,
-            in_process=True,
-        )
+        settings = tiny_in_process(rv)
         tok = load_tokenizer(TINY_QWEN3)
         stops = rv.checkpoint_stop_ids(resolve_model(TINY_QWEN3), tok)
         backend = rv.VLLMBackend(rv.engine(settings), tok, identity="vllm:tiny", stop_ids=stops)
