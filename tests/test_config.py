@@ -477,8 +477,13 @@ def test_auto_precision_follows_the_cpu(monkeypatch):
     monkeypatch.setattr(models, "_cpu_flags", lambda: ["avx2", "fma"])
     assert models.resolve_precision("auto")[0] == "fp32"
     monkeypatch.setattr(models, "_cpu_flags", lambda: ["avx512f", "amx_bf16", "amx_tile"])
+    monkeypatch.setattr(models.torch.backends.cpu, "get_cpu_capability", lambda: "AVX512")
     used, why = models.resolve_precision("auto")
     assert used == "bf16" and "amx_bf16" in why
+    # torch held to AVX2 kernels (ATEN_CPU_CAPABILITY=avx2) on the same silicon: fp32
+    monkeypatch.setattr(models.torch.backends.cpu, "get_cpu_capability", lambda: "AVX2")
+    used, why = models.resolve_precision("auto")
+    assert used == "fp32" and "AVX2" in why and "amx_bf16" in why
     assert models.resolve_precision("nf4") == ("nf4", "set by the profile")
     monkeypatch.setattr(models.torch.cuda, "is_available", lambda: True)
     assert models.resolve_precision("auto")[0] == "bf16"

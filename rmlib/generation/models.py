@@ -150,7 +150,8 @@ def resolve_precision(precision: str) -> tuple[str, str]:
     """(precision, why) for a profile's precision; "auto" picks by the hardware.
 
     auto: bf16 on CUDA; on a CPU, bf16 where it has bf16 matrix instructions (AMX or AVX-512
-    BF16), else fp32 (measured on an AVX2-only machine: bf16 decoded 2.5x slower than fp32).
+    BF16) and torch's kernels are not held below AVX-512 (ATEN_CPU_CAPABILITY), else fp32
+    (measured on an AVX2-only machine: bf16 decoded 2.5x slower than fp32).
     """
     if precision != "auto":
         return precision, "set by the profile"
@@ -158,6 +159,13 @@ def resolve_precision(precision: str) -> tuple[str, str]:
         return "bf16", "auto: CUDA device"
     flags = set(_cpu_flags())
     found = [f for f in BF16_CPU_FLAGS if f in flags]
+    # the flags say what the silicon has; torch's kernel choice can be held below it
+    # (ATEN_CPU_CAPABILITY=avx2, as the AVX2-only class is approximated on a newer CPU), and bf16
+    # on AVX2 kernels is the slow case above
+    capability = torch.backends.cpu.get_cpu_capability()
+    if found and capability != "AVX512":
+        why = f"auto: torch's CPU kernels are held to {capability} (ATEN_CPU_CAPABILITY)"
+        return "fp32", f"{why}, below the CPU's bf16 instructions ({', '.join(found)})"
     if found:
         return "bf16", f"auto: the CPU has bf16 matrix instructions ({', '.join(found)})"
     return "fp32", "auto: the CPU has no bf16 matrix instructions (no amx_bf16 / avx512_bf16)"
