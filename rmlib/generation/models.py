@@ -39,6 +39,8 @@ Precision = Literal["nf4", "bf16", "fp32"]
 PRECISIONS: tuple[str, ...] = ("nf4", "bf16", "fp32")
 # CPU flags (lscpu / /proc/cpuinfo) of bf16 matrix instructions: AMX tiles or AVX-512 BF16
 BF16_CPU_FLAGS = ("amx_bf16", "avx512_bf16")
+# torch.backends.cpu.get_cpu_capability() values of x86 kernels held below AVX-512
+BELOW_AVX512 = ("DEFAULT", "NO AVX", "AVX2")
 
 CACHE_ENV = "RMLIB_CACHE"
 TINY_QWEN3 = "embedded:tiny-qwen3"
@@ -163,7 +165,7 @@ def resolve_precision(precision: str) -> tuple[str, str]:
     # (ATEN_CPU_CAPABILITY=avx2, as the AVX2-only class is approximated on a newer CPU), and bf16
     # on AVX2 kernels is the slow case above
     capability = torch.backends.cpu.get_cpu_capability()
-    if found and capability != "AVX512":
+    if found and capability in BELOW_AVX512:
         why = f"auto: torch's CPU kernels are held to {capability} (ATEN_CPU_CAPABILITY)"
         return "fp32", f"{why}, below the CPU's bf16 instructions ({', '.join(found)})"
     if found:
