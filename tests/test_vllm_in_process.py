@@ -49,6 +49,15 @@ def tiny_in_process(rv):
     )
 
 
+def engine_children() -> list[psutil.Process]:
+    """This process's descendants that are a vLLM engine core (none when it runs in process)."""
+    return [
+        p
+        for p in psutil.Process().children(recursive=True)
+        if "EngineCore" in p.name() or "EngineCore" in " ".join(p.cmdline())
+    ]
+
+
 # vllm.distributed.parallel_state's module-level groups (None until an engine sets them up)
 GROUP_GLOBALS = ("_WORLD", "_INNER_DP_WORLD", "_NODE_COUNT", "_TP", "_ETP", "_ENGRAM_DP", "_DCP",
                  "_PP", "_DP", "_EP", "_EPLB", "_PCP")  # fmt: skip
@@ -74,7 +83,6 @@ def test_where_the_engine_runs_changes_no_sample_and_no_environment(monkeypatch,
     stops = rv.checkpoint_stop_ids(resolve_model(TINY_QWEN3), tok)
     prompts = [f"Which response is better, {i} or {i + 1}?" for i in range(3)]
     first = tiny_in_process(rv)
-    me = psutil.Process()
     drawn, engine_processes = [], []
     try:
         # in process, then in processes of its own (after the first one cached vLLM's
@@ -86,13 +94,7 @@ def test_where_the_engine_runs_changes_no_sample_and_no_environment(monkeypatch,
         ):
             backend = rv.VLLMBackend(rv.engine(settings), tok, identity="vllm:tiny", stop_ids=stops)
             drawn.append([[g.token_ids for g in s] for s in backend.generate(prompts, SAMPLING, 2)])
-            engine_processes.append(
-                [
-                    p
-                    for p in me.children(recursive=True)
-                    if "EngineCore" in " ".join(p.cmdline()) or "EngineCore" in p.name()
-                ]  # fmt: skip
-            )
+            engine_processes.append(engine_children())
             assert rv.MULTIPROCESSING_ENV not in os.environ
     finally:
         rv.shutdown()
@@ -133,8 +135,6 @@ def test_an_engine_asked_in_process_starts_beside_another_engines_groups(
         stops = rv.checkpoint_stop_ids(resolve_model(TINY_QWEN3), tok)
         backend = rv.VLLMBackend(rv.engine(settings), tok, identity="vllm:tiny", stop_ids=stops)
         assert backend.generate(["Which is better?"], SAMPLING, 1)[0][0].token_ids
-        children = psutil.Process().children(recursive=True)
-        assert any("EngineCore" in p.name() or "EngineCore" in " ".join(p.cmdline())
-                   for p in children)  # fmt: skip
+        assert engine_children()
     finally:
         rv.shutdown()

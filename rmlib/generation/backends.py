@@ -111,9 +111,11 @@ def engine_in_process(asked: bool | None, on_cuda: bool) -> bool | None:
     """Whether an engine runs in the calling process (GenerationSection.engine_in_process):
     what was asked; else in process on CPU, unless VLLM_ENABLE_V1_MULTIPROCESSING is exported
     (None: vLLM reads it)."""
+    from rmlib.generation.vllm import MULTIPROCESSING_ENV
+
     if asked is not None:
         return asked
-    return None if on_cuda or "VLLM_ENABLE_V1_MULTIPROCESSING" in os.environ else True
+    return None if on_cuda or MULTIPROCESSING_ENV in os.environ else True
 
 
 def vllm_engine_settings(gen: GenerationSection, weights: Weights, needs: Needs) -> Any:
